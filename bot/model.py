@@ -1,0 +1,193 @@
+"""The engine's data: what a plan is made of. Pure values, no I/O.
+
+These types are the contract between the engine (plan/sync), the reports, the
+publisher and the App. Their JSON shape (``to_json``) is the user-facing report
+schema from DESIGN.md, so fields are only ever added, never renamed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    """The one status every path in the window gets."""
+
+    CLEAN = "clean"  # merged without conflict, and the result differs from ours
+    CONFLICT = "conflict"  # needs a person (markers, modify/delete, ...)
+    NEW = "new"  # in theirs' but not in ours
+    DELETED = "deleted"  # upstream deleted it and the deletion merged
+    RENAMED = "renamed"  # upstream renamed it and the rename merged
+    SKIPPED = "skipped"  # a policy excluded it
+    UNCHANGED = "unchanged"  # ours already matches the merge result
+
+
+class Tier(StrEnum):
+    """How much of a person a review item needs."""
+
+    DECIDE = "Decide"  # needs judgement: no safe proposal
+    CONFIRM = "Confirm"  # the bot has a proposal to confirm
+    SETTLED = "Settled"  # resolved by a policy or a safe rule, with its reason
+
+
+class ItemKind(StrEnum):
+    CONFLICT = "conflict"  # a marker region in the merged file
+    FILE = "file"  # a whole-file conflict: modify/delete, add/add binary, mode, ...
+    MANUAL = "manual"  # a `manual` policy: port the translated upstream diff by hand
+    FLAG = "flag"  # an upstream-added line matched a `flags` pattern
+    POLICY = "policy"  # a conflict a policy (ours/theirs/skip) resolved
+
+
+@dataclass(frozen=True)
+class WindowEntry:
+    """One upstream PR (or PR-less commit) merged inside the window."""
+
+    number: int | None  # None: a commit with no PR
+    title: str
+    author: str
+    sha: str
+    date: str  # ISO 8601 committer date
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "title": self.title,
+            "author": self.author,
+            "sha": self.sha,
+            "date": self.date,
+            "kind": "pr" if self.number is not None else "commit",
+        }
+
+
+@dataclass
+class ReviewItem:
+    """One thing a person should look at: usually one conflict hunk.
+
+    ``start_line``/``end_line`` are 1-based and inclusive, in the merged file of
+    commit 1, and cover the whole marker region (``<<<<<<<`` to ``>>>>>>>``), so
+    a ```suggestion``` with ``suggestion`` replaces the region in one click. They
+    are ``None`` for items that have no region (whole-file conflicts, flags on
+    clean files); those go into the PR body rather than a review comment.
+    """
+
+    id: str  # "Q1", "Q2", ... stable within one plan, in path then line order
+    kind: ItemKind
+    path: str  # fork path
+    upstream_path: str
+    tier: Tier
+    reason: str  # why the suggestion is safe, or why a person must decide
+    ours: str = ""
+    base: str = ""
+    theirs: str = ""
+    start_line: int | None = None
+    end_line: int | None = None
+    suggestion: str | None = None  # replacement text for the whole region, or None
+    question: str | None = None  # set when tier is DECIDE/CONFIRM
+    choices: list[str] = field(default_factory=list)  # e.g. ["ours", "theirs", "suggested"]
+    prs: list[int] = field(default_factory=list)  # upstream PRs whose commits changed these lines
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind.value,
+            "path": self.path,
+            "upstream_path": self.upstream_path,
+            "tier": self.tier.value,
+            "reason": self.reason,
+            "question": self.question,
+            "choices": list(self.choices),
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "ours": self.ours,
+            "base": self.base,
+            "theirs": self.theirs,
+            "suggestion": self.suggestion,
+            "prs": list(self.prs),
+        }
+
+
+@dataclass
+class FileResult:
+    """The outcome of the sync at one path of the window."""
+
+    path: str  # fork path (after translation and merge)
+    upstream_path: str  # upstream path at the tip (or at the cutoff if deleted)
+    status: Status
+    review_items: list[ReviewItem] = field(default_factory=list)
+    policy: str | None = None  # the policy action that applied, if any
+    note: str = ""  # one line for humans, e.g. "CONFLICT (modify/delete)"
+    binary: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "upstream_path": self.upstream_path,
+            "status": self.status.value,
+            "policy": self.policy,
+            "note": self.note,
+            "binary": self.binary,
+            "review_items": [item.to_json() for item in self.review_items],
+        }
+
+
+@dataclass
+class Plan:
+    """Everything one sync computes, before anything is written anywhere."""
+
+    upstream_repo: str  # "owner/repo" as named in the config
+    upstream_branch: str
+    cutoff: str  # full upstream SHA
+    tip: str  # full upstream SHA
+    ours: str  # full SHA of fork main
+    window: list[WindowEntry]
+    files: list[FileResult]
+    merged_tree: str  # tree OID of commit 1, in the work repository
+    work_git_dir: str  # the scratch repository holding merged_tree and its objects
+    fork_branch: str = "main"
+    messages: list[str] = field(default_factory=list)  # git merge-tree's informational lines
+
+    @property
+    def items(self) -> list[ReviewItem]:
+        return [item for f in self.files for item in f.review_items]
+
+    def counts(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in Status}
+        for f in self.files:
+            counts[f.status.value] += 1
+        return counts
+
+    def tier_counts(self) -> dict[str, int]:
+        counts = {t.value: 0 for t in Tier}
+        for item in self.items:
+            counts[item.tier.value] += 1
+        return counts
+
+    @property
+    def window_label(self) -> str:
+        """``#first..#last`` for the Upstream-Window trailer, or short SHAs without PRs."""
+        numbers = [e.number for e in self.window if e.number is not None]
+        if numbers:
+            return f"#{min(numbers)}..#{max(numbers)}"
+        return f"{self.cutoff[:12]}..{self.tip[:12]}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": "forksync.report/v1",
+            "upstream": {"repo": self.upstream_repo, "branch": self.upstream_branch},
+            "cutoff": self.cutoff,
+            "tip": self.tip,
+            "ours": self.ours,
+            "window_label": self.window_label,
+            "window": [e.to_json() for e in self.window],
+            "files": [f.to_json() for f in self.files],
+            "summary": {
+                "files": len(self.files),
+                "status": self.counts(),
+                "review_items": len(self.items),
+                "tiers": self.tier_counts(),
+                "prs": sum(1 for e in self.window if e.number is not None),
+                "commits": len(self.window),
+            },
+        }

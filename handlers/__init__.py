@@ -1,0 +1,1 @@
+"""Webhook event handlers: one gidgethub Router per module, combined in handlers.router."""
