@@ -1,0 +1,5 @@
+"""Webhook handlers: commands."""
+
+from gidgethub import routing
+
+router = routing.Router()

@@ -1,0 +1,5 @@
+"""Webhook handlers: installation."""
+
+from gidgethub import routing
+
+router = routing.Router()

@@ -1,0 +1,5 @@
+"""Webhook handlers: sync_pr."""
+
+from gidgethub import routing
+
+router = routing.Router()

@@ -1,0 +1,5 @@
+"""Webhook handlers: upstream."""
+
+from gidgethub import routing
+
+router = routing.Router()
