@@ -1,0 +1,314 @@
+"""Record the conflict resolutions people made and replay them on a new merge, like git rerere.
+
+A conflict hunk is known by its path and its ours/base/theirs texts (line endings
+normalised), hashed into a key. :func:`record` compares a file of commit 1 (with
+its marker regions) against the version a person resolved and returns, for each
+region that is gone, the text that replaced it. :func:`replay` puts those texts
+back into a new merge result wherever the same hunk appears again. Extending the
+window or refreshing onto a newer fork main therefore loses no human work.
+
+Pure: text in, text out.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+MARKER_SIZE = 7
+_KEY_VERSION = b"forksync-rerere-v1"
+
+
+@dataclass(frozen=True)
+class Region:
+    """One diff3 marker region: ``<<<<<<<`` ours ``|||||||`` base ``=======`` theirs ``>>>>>>>``.
+
+    ``start``/``end`` are 0-based line indexes (end exclusive) in the text it was
+    parsed from; ``text`` is the whole region, marker lines included.
+    """
+
+    start: int
+    end: int
+    ours: str
+    base: str
+    theirs: str
+    text: str
+
+    def key(self, path: str = "") -> str:
+        return hunk_key(path, self.ours, self.base, self.theirs)
+
+    def side(self, name: str) -> str:
+        """The text of ``ours``, ``base`` or ``theirs``."""
+        if name == "ours":
+            return self.ours
+        if name == "theirs":
+            return self.theirs
+        if name == "base":
+            return self.base
+        raise ValueError(f"no side {name!r}")
+
+
+@dataclass
+class Recording:
+    """What :func:`record_file` found in one file."""
+
+    resolutions: dict[str, str] = field(default_factory=dict)  # key -> replacement text
+    pending: int = 0  # regions still conflicted (markers left) in the resolved file
+    unplaced: int = 0  # regions gone, but the lines around them changed too much to tell how
+
+
+def hunk_key(path: str, ours: str, base: str, theirs: str) -> str:
+    """The identity of a conflict hunk; the same on any platform's line endings."""
+    digest = hashlib.sha256(_KEY_VERSION)
+    for part in (path, ours, base, theirs):
+        digest.update(b"\0")
+        digest.update(_normalise(part).encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def _normalise(text: str) -> str:
+    return text.replace("\r\n", "\n")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their ``\\n`` kept; unlike ``str.splitlines`` only ``\\n`` ends a line."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _is_marker(line: str, char: str) -> bool:
+    """True for a marker line: exactly seven ``char`` then the end of line or a space and label."""
+    body = line.rstrip("\n").removesuffix("\r")
+    marker = char * MARKER_SIZE
+    return body == marker or body.startswith(marker + " ")
+
+
+def has_markers(text: str) -> bool:
+    """True if ``text`` still holds the start or end of a conflict region."""
+    return any(_is_marker(line, "<") or _is_marker(line, ">") for line in split_lines(text))
+
+
+def parse_regions(text: str) -> list[Region]:
+    """Every complete marker region, in order. Unterminated regions are plain text."""
+    return _parse(split_lines(text))
+
+
+def _parse(lines: list[str]) -> list[Region]:
+    regions: list[Region] = []
+    i = 0
+    n = len(lines)
+    while i < n:
+        if not _is_marker(lines[i], "<"):
+            i += 1
+            continue
+        region = _parse_one(lines, i)
+        if region is None:
+            i += 1
+        else:
+            regions.append(region)
+            i = region.end
+    return regions
+
+
+def _parse_one(lines: list[str], start: int) -> Region | None:
+    sections: dict[str, list[str]] = {"ours": [], "base": [], "theirs": []}
+    current = "ours"
+    for j in range(start + 1, len(lines)):
+        line = lines[j]
+        if _is_marker(line, "<"):
+            return None  # a new region opens before this one closed: not a region
+        if current == "ours" and _is_marker(line, "|"):
+            current = "base"
+        elif current in ("ours", "base") and _is_marker(line, "="):
+            current = "theirs"
+        elif current == "theirs" and _is_marker(line, ">"):
+            return Region(
+                start=start, end=j + 1,
+                ours="".join(sections["ours"]), base="".join(sections["base"]),
+                theirs="".join(sections["theirs"]), text="".join(lines[start:j + 1]),
+            )
+        else:
+            sections[current].append(line)
+    return None
+
+
+def rewrite(text: str, choose: Callable[[Region], str | None]) -> tuple[str, int]:
+    """Replace each region for which ``choose`` returns text; return (new text, count)."""
+    lines = split_lines(text)
+    out: list[str] = []
+    pos = 0
+    count = 0
+    for region in _parse(lines):
+        out.extend(lines[pos:region.start])
+        replacement = choose(region)
+        if replacement is None:
+            out.extend(lines[region.start:region.end])
+        else:
+            out.append(replacement)
+            count += 1
+        pos = region.end
+    out.extend(lines[pos:])
+    return "".join(out), count
+
+
+def take_side(text: str, side: str) -> tuple[str, int]:
+    """Resolve every region of a file to its ``ours`` or ``theirs`` side."""
+    return rewrite(text, lambda region: region.side(side))
+
+
+def replay(new_merged_text: str, resolutions: Mapping[str, str], *,
+           path: str = "") -> tuple[str, int]:
+    """Replace every region of a new merge whose hunk has a recorded resolution."""
+    return rewrite(new_merged_text, lambda region: resolutions.get(region.key(path)))
+
+
+def record(merged_text_with_markers: str, resolved_text: str, *,
+           path: str = "") -> dict[str, str]:
+    """The resolution of every region of commit 1's file that is gone from the resolved file."""
+    return record_file(merged_text_with_markers, resolved_text, path=path).resolutions
+
+
+def record_file(merged_text_with_markers: str, resolved_text: str, *,
+                path: str = "") -> Recording:
+    """Like :func:`record`, and also count the regions that are pending or could not be placed."""
+    merged = split_lines(merged_text_with_markers)
+    resolved = split_lines(resolved_text)
+    regions = _parse(merged)
+    recording = Recording()
+    if not regions:
+        return recording
+
+    # A region whose exact hunk is still in the resolved file is not resolved yet.
+    # Folding it into the context around it gives the alignment a strong anchor.
+    still = _still_conflicted(regions, _parse(resolved), path)
+    recording.pending = len(still)
+    contexts: list[list[str]] = [[]]
+    open_regions: list[Region] = []
+    pos = 0
+    for index, region in enumerate(regions):
+        contexts[-1].extend(merged[pos:region.start])
+        if index in still:
+            contexts[-1].extend(merged[region.start:region.end])
+        else:
+            open_regions.append(region)
+            contexts.append([])
+        pos = region.end
+    contexts[-1].extend(merged[pos:])
+    if not open_regions:
+        return recording
+
+    spans = _split_by_context(contexts, resolved)
+    if spans is None:
+        spans = _split_by_diff(contexts, resolved)
+    for region, span in zip(open_regions, spans, strict=True):
+        if span is None:
+            recording.unplaced += 1
+            continue
+        replacement = "".join(resolved[span[0]:span[1]])
+        if has_markers(replacement):
+            recording.pending += 1
+            continue
+        recording.resolutions[region.key(path)] = replacement
+    return recording
+
+
+def _still_conflicted(regions: list[Region], resolved_regions: list[Region],
+                      path: str) -> set[int]:
+    """Indexes of ``regions`` whose hunk appears, in order, among the resolved file's regions."""
+    still: set[int] = set()
+    j = 0
+    resolved_keys = [r.key(path) for r in resolved_regions]
+    for index, region in enumerate(regions):
+        key = region.key(path)
+        try:
+            found = resolved_keys.index(key, j)
+        except ValueError:
+            continue
+        still.add(index)
+        j = found + 1
+    return still
+
+
+Span = tuple[int, int] | None
+
+
+def _line_key(line: str) -> str:
+    return line.rstrip("\n").removesuffix("\r")
+
+
+def _split_by_context(contexts: list[list[str]], resolved: list[str]) -> list[Span] | None:
+    """If every context line is intact, the text between context segments is the resolutions.
+
+    The common case: people click a suggestion or edit only inside the regions. The
+    first and last segments are anchored to the ends of the file; each middle one is
+    taken at its first occurrence. Returns None if the context was edited.
+    """
+    keys = [_line_key(line) for line in resolved]
+    ctx = [[_line_key(line) for line in segment] for segment in contexts]
+    first, last = ctx[0], ctx[-1]
+    if len(first) + len(last) > len(keys):
+        return None
+    if keys[:len(first)] != first:
+        return None
+    limit = len(keys) - len(last)
+    if keys[limit:] != last:
+        return None
+    spans: list[Span] = []
+    pos = len(first)
+    for segment in ctx[1:-1]:
+        found = _find(keys, segment, pos, limit)
+        if found is None:
+            return None
+        spans.append((pos, found))
+        pos = found + len(segment)
+    spans.append((pos, limit))
+    # Two regions with no context between them cannot be told apart.
+    for index, segment in enumerate(ctx[1:-1]):
+        if not segment:
+            spans[index] = spans[index + 1] = None
+    return spans
+
+
+def _find(keys: list[str], segment: list[str], start: int, limit: int) -> int | None:
+    size = len(segment)
+    if size == 0:
+        return start if start <= limit else None
+    for i in range(start, limit - size + 1):
+        if keys[i] == segment[0] and keys[i:i + size] == segment:
+            return i
+    return None
+
+
+def _split_by_diff(contexts: list[list[str]], resolved: list[str]) -> list[Span]:
+    """When context lines changed too: place each region between its matched neighbours.
+
+    A region is placed only if the context line just before it and just after it
+    (or the start/end of the file) both survive unchanged in the resolved file.
+    """
+    tokens: list[object] = []
+    region_at: list[int] = []  # token index of each region's sentinel
+    for index, segment in enumerate(contexts):
+        if index:
+            region_at.append(len(tokens))
+            tokens.append(("\0region", index))  # never equal to a line
+        tokens.extend(_line_key(line) for line in segment)
+    keys = [_line_key(line) for line in resolved]
+    matcher = difflib.SequenceMatcher(None, tokens, keys, autojunk=False)
+    mapped: dict[int, int] = {}
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            mapped[block.a + k] = block.b + k
+    spans: list[Span] = []
+    for at in region_at:
+        before = -1 if at == 0 else mapped.get(at - 1)
+        after = len(keys) if at == len(tokens) - 1 else mapped.get(at + 1)
+        if before is None or after is None or before + 1 > after:
+            spans.append(None)
+        else:
+            spans.append((before + 1, after))
+    return spans
