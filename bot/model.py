@@ -148,6 +148,10 @@ class Plan:
     fork_branch: str = "main"
     messages: list[str] = field(default_factory=list)  # git merge-tree's informational lines
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
+        return plan_from_json(d, work_git_dir=work_git_dir)
+
     @property
     def items(self) -> list[ReviewItem]:
         return [item for f in self.files for item in f.review_items]
@@ -179,6 +183,9 @@ class Plan:
             "cutoff": self.cutoff,
             "tip": self.tip,
             "ours": self.ours,
+            "fork_branch": self.fork_branch,
+            "merged_tree": self.merged_tree,
+            "messages": list(self.messages),
             "window_label": self.window_label,
             "window": [e.to_json() for e in self.window],
             "files": [f.to_json() for f in self.files],
@@ -191,3 +198,33 @@ class Plan:
                 "commits": len(self.window),
             },
         }
+
+
+def item_from_json(d: dict[str, Any]) -> ReviewItem:
+    return ReviewItem(
+        id=d["id"], kind=ItemKind(d["kind"]), path=d["path"], upstream_path=d["upstream_path"],
+        tier=Tier(d["tier"]), reason=d["reason"], ours=d.get("ours", ""), base=d.get("base", ""),
+        theirs=d.get("theirs", ""), start_line=d.get("start_line"), end_line=d.get("end_line"),
+        suggestion=d.get("suggestion"), question=d.get("question"),
+        choices=list(d.get("choices", [])), prs=list(d.get("prs", [])),
+    )
+
+
+def plan_from_json(d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
+    """Rebuild a Plan from its JSON report (the App stores reports, not live objects)."""
+    return Plan(
+        upstream_repo=d["upstream"]["repo"],
+        upstream_branch=d["upstream"]["branch"],
+        cutoff=d["cutoff"],
+        tip=d["tip"],
+        ours=d["ours"],
+        window=[WindowEntry(e["number"], e["title"], e["author"], e["sha"], e["date"])
+                for e in d["window"]],
+        files=[FileResult(f["path"], f["upstream_path"], Status(f["status"]),
+                          [item_from_json(i) for i in f["review_items"]], f.get("policy"),
+                          f.get("note", ""), f.get("binary", False)) for f in d["files"]],
+        merged_tree=d.get("merged_tree", ""),
+        work_git_dir=work_git_dir,
+        fork_branch=d.get("fork_branch", "main"),
+        messages=list(d.get("messages", [])),
+    )

@@ -1,0 +1,228 @@
+"""One sync, from two repositories to a Plan (and, for `sync`, commit 1 on a new branch).
+
+A reader can follow the whole engine from here: open repositories → config →
+window → translated merge → classification → reports. Nothing in it talks to
+GitHub; the only I/O is git on local repositories (and fetching a URL into a
+local cache when one is given).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .classify import Classifier
+from .config import CONFIG_PATH, Config, load_config, load_config_file
+from .errors import ConfigError, ForksyncError, GitError
+from .git import CatFile, Git, TreeWriter
+from .merge import Entry, edit_tree, merge
+from .model import Plan
+from .report import needs_overflow, render_markdown
+from .translate import Translator
+from .window import (
+    TRAILER_SYNC,
+    TRAILER_WINDOW,
+    check_ancestry,
+    find_cutoff,
+    list_window,
+    resolve_rev,
+)
+
+Progress = Callable[[str], None]
+_URL = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    branch: str
+    commit: str
+    plan: Plan
+    report_path: str | None = None
+
+
+def default_workdir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "forksync"
+
+
+def open_repo(location: str, workdir: Path, what: str) -> Git:
+    """A local git repository for ``location``: the repository itself, or a cached fetch of a URL."""
+    if _URL.match(location):
+        key = hashlib.sha256(location.encode()).hexdigest()[:16]
+        cache = workdir / "remotes" / f"{key}.git"
+        git = Git(cache)
+        if not cache.exists():
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            Git(cache).run("init", "--bare", "-q", str(cache))
+        proc = git.run_proc("fetch", "--quiet", "--prune", "--no-tags", location,
+                            "+refs/heads/*:refs/remotes/origin/*")
+        if proc.returncode != 0:
+            raise GitError(f"cannot fetch the {what} repository {location}: "
+                           + git.describe_failure(["fetch"], proc.returncode, proc.stderr)
+                           .removeprefix("git fetch failed: "))
+        return git
+    path = Path(location)
+    if not path.exists():
+        raise GitError(f"the {what} repository {location} does not exist")
+    probe = Git(path / ".git" if (path / ".git").exists() else path)
+    proc = probe.run_proc("rev-parse", "--absolute-git-dir")
+    if proc.returncode != 0:
+        raise GitError(f"the {what} path {location} is not a git repository")
+    return Git(proc.stdout.decode().strip())
+
+
+def _branch_commit(git: Git, branch: str, what: str) -> str:
+    for ref in (f"refs/heads/{branch}", f"refs/remotes/origin/{branch}", branch):
+        sha = git.rev_parse(ref)
+        if sha:
+            return sha
+    raise GitError(f"the {what} repository has no branch or revision {branch!r}")
+
+
+def _branch_ref(git: Git, branch: str) -> str:
+    for ref in (f"refs/remotes/origin/{branch}", f"refs/heads/{branch}"):
+        if git.rev_parse(ref):
+            return ref
+    return branch
+
+
+def work_repo(workdir: Path, fork: Git, upstream: Git) -> Git:
+    """A scratch repository that sees both object stores and receives our new objects."""
+    key = hashlib.sha256(f"{fork.git_dir}\0{upstream.git_dir}".encode()).hexdigest()[:16]
+    path = workdir / "work" / f"{key}.git"
+    git = Git(path)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Git(path).run("init", "--bare", "-q", str(path))
+    alternates = path / "objects" / "info" / "alternates"
+    alternates.write_text(f"{fork.object_dir()}\n{upstream.object_dir()}\n")
+    return git
+
+
+def load_plan_config(fork: Git, fork_commit: str, config: Config | None,
+                     config_path: str | None) -> Config:
+    if config is not None:
+        return config
+    if config_path:
+        return load_config_file(config_path)
+    proc = fork.run_proc("cat-file", "blob", f"{fork_commit}:{CONFIG_PATH}")
+    if proc.returncode != 0:
+        raise ConfigError(CONFIG_PATH, None, "(file)",
+                          "the fork's main branch has no config; add one or pass --config")
+    return load_config(proc.stdout.decode("utf-8", "replace"), CONFIG_PATH)
+
+
+def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str | None = None,
+         config: Config | None = None, config_path: str | None = None,
+         fork_branch: str = "main", workdir: str | Path | None = None,
+         progress: Progress | None = None) -> Plan:
+    """Compute the sync of ``upstream`` into ``fork``: a dry run that writes nothing to either."""
+    say = progress or (lambda _msg: None)
+    wd = Path(workdir) if workdir else default_workdir()
+    say("opening repositories")
+    fork_git = open_repo(fork, wd, "fork")
+    up_git = open_repo(upstream, wd, "upstream")
+    ours = _branch_commit(fork_git, fork_branch, "fork")
+    cfg = load_plan_config(fork_git, ours, config, config_path)
+    translator = Translator(cfg.translate)
+    up_branch_ref = _branch_ref(up_git, cfg.upstream_branch)
+
+    say("finding the window")
+    if from_rev:
+        cutoff = resolve_rev(up_git, from_rev, up_branch_ref, "--from")
+    else:
+        found = find_cutoff(fork_git, ours, cfg.upstream_repo)
+        if found is None:
+            raise ForksyncError(
+                f"no `{TRAILER_SYNC}: {cfg.upstream_repo}@<sha>` trailer on the fork's "
+                f"{fork_branch} branch; pass --from with the upstream commit of the last sync")
+        cutoff_sha = up_git.rev_parse(found)
+        if cutoff_sha is None:
+            raise GitError(f"the cutoff {found[:12]} from the {TRAILER_SYNC} trailer is not in "
+                           "the upstream repository (was upstream force-pushed?)")
+        cutoff = cutoff_sha
+    tip = resolve_rev(up_git, to_rev, up_branch_ref, "--to") if to_rev else \
+        _branch_commit(up_git, cfg.upstream_branch, "upstream")
+    check_ancestry(up_git, cutoff, tip)
+    window = list_window(up_git, cutoff, tip)
+
+    work = work_repo(wd, fork_git, up_git)
+    ours_tree = work.text("rev-parse", f"{ours}^{{tree}}").strip()
+    outcome = merge(work, ours_tree, cutoff, tip, translator, progress=say)
+    say("classifying conflicts")
+    with CatFile(work) as cat, TreeWriter(work) as writer:
+        classified = Classifier(work, cat, outcome, cfg, translator, window, cutoff,
+                                tip).classify(writer)
+    return Plan(
+        upstream_repo=cfg.upstream_repo, upstream_branch=cfg.upstream_branch, cutoff=cutoff,
+        tip=tip, ours=ours, window=window, files=classified.files,
+        merged_tree=classified.merged_tree, work_git_dir=work.git_dir, fork_branch=fork_branch,
+        messages=[m.text for m in outcome.messages if m.kind.startswith("CONFLICT")],
+    )
+
+
+def commit_message(p: Plan) -> str:
+    counts = p.counts()
+    prs = sum(1 for e in p.window if e.number is not None)
+    conflicted = counts["conflict"]
+    lines = [
+        f"sync({p.upstream_repo} {p.window_label}): 3-way merge"
+        + (f" [{conflicted} conflicted files need review]" if conflicted else ""),
+        "",
+        f"ours = fork {p.fork_branch} @ {p.ours[:12]} · base' = translate(upstream@"
+        f"{p.cutoff[:12]}) · theirs' = translate(upstream@{p.tip[:12]})",
+        f"{prs} upstream PRs, {len(p.files)} paths: "
+        + ", ".join(f"{v} {k}" for k, v in counts.items() if v),
+        "",
+        "Conflict markers are kept on purpose: they are the review queue. Later commits",
+        "resolve them.",
+        "",
+        f"{TRAILER_SYNC}: {p.upstream_repo}@{p.tip}",
+        f"{TRAILER_WINDOW}: {p.window_label}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def report_file_path(p: Plan) -> str:
+    return f".forksync/reports/{p.cutoff[:10]}..{p.tip[:10]}.md"
+
+
+def sync(fork: str, upstream: str, *, branch: str | None = None,
+         progress: Progress | None = None, **kw: object) -> SyncResult:
+    """Plan, then write commit 1 onto a new branch of the local fork. Moves no other ref."""
+    fork_path = Path(fork)
+    if _URL.match(fork) or not fork_path.exists():
+        raise GitError(f"`sync` writes a branch into a local fork repository; {fork} is not one")
+    p = plan(fork, upstream, progress=progress, **kw)  # type: ignore[arg-type]
+    fork_git = open_repo(fork, Path(kw.get("workdir") or default_workdir()),  # type: ignore[arg-type]
+                         "fork")
+    work = Git(p.work_git_dir)
+    branch = branch or f"forksync/sync-{p.cutoff[:10]}-{p.tip[:10]}"
+    tree = p.merged_tree
+    report_path = None
+    plan_json = p.to_json()
+    if needs_overflow(plan_json):
+        report_path = report_file_path(p)
+        oid = work.hash_blobs([render_markdown(plan_json).encode()])[0]
+        with CatFile(work) as cat, TreeWriter(work) as writer:
+            tree = edit_tree(cat, writer, tree, {report_path: Entry("100644", oid)})
+    # Dated from its inputs, so the same sync run twice makes the same commit.
+    date = work.text("log", "-1", "--format=%ct +0000", p.tip).strip()
+    ours_date = work.text("log", "-1", "--format=%ct", p.ours).strip()
+    date = max(date.split()[0], ours_date, key=int) + " +0000"
+    commit = work.commit_tree(tree, [p.ours], commit_message(p), date=date)
+    existing = fork_git.rev_parse(f"refs/heads/{branch}")
+    if existing == commit:
+        return SyncResult(branch, commit, p, report_path)
+    if existing is not None:
+        raise GitError(f"branch {branch} already exists in the fork at {existing[:12]}; "
+                       "delete it or pass --branch")
+    progress and progress(f"writing {branch}")
+    # A lease on "no such branch" means we can only ever create it, never move it.
+    work.run("push", "--quiet", f"--force-with-lease=refs/heads/{branch}:", fork_git.git_dir,
+             f"{commit}:refs/heads/{branch}")
+    return SyncResult(branch, commit, p, report_path)

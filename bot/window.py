@@ -1,0 +1,107 @@
+"""The window: which upstream PRs a sync brings in, from the cutoff to the tip."""
+
+from __future__ import annotations
+
+import re
+
+from .errors import GitError, WindowError
+from .git import Git
+from .model import WindowEntry
+
+TRAILER_SYNC = "Upstream-Sync"
+TRAILER_WINDOW = "Upstream-Window"
+
+_SQUASH = re.compile(r"^(?P<title>.*?)\s*\(#(?P<n>\d+)\)\s*$")
+_MERGE = re.compile(r"^Merge pull request #(?P<n>\d+) from (?P<who>[^/\s]+)(?:/\S*)?")
+_SYNC_VALUE = re.compile(r"^\s*(?P<repo>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-fA-F]{7,64})\s*$")
+_PR_REV = re.compile(r"^#(\d+)$")
+
+_RS = "\x1e"  # record separator: commit messages may hold anything but this
+_US = "\x1f"
+
+
+def find_cutoff(fork: Git, fork_ref: str, upstream_repo: str | None = None) -> str | None:
+    """The upstream SHA in the newest ``Upstream-Sync:`` trailer on ``fork_ref``'s first parents.
+
+    With ``upstream_repo`` set, trailers naming another repository are ignored, so a
+    fork that once synced from a different upstream does not pick up a foreign SHA.
+    """
+    out = fork.text(
+        "log", "--first-parent", "-E", f"--grep=^{TRAILER_SYNC}:", "-i",
+        f"--format=%H{_US}%(trailers:key={TRAILER_SYNC},valueonly,separator=%x1d){_RS}",
+        fork_ref, "--",
+    )
+    for record in out.split(_RS):
+        if _US not in record:
+            continue
+        _, values = record.strip("\n").split(_US, 1)
+        # Several trailers in one message: the last one written is the one that counts.
+        for value in reversed([v for v in values.strip().split("\x1d") if v.strip()]):
+            m = _SYNC_VALUE.match(value)
+            if not m:
+                continue
+            if upstream_repo and m["repo"].lower() != upstream_repo.lower():
+                continue
+            return m["sha"].lower()
+    return None
+
+
+def resolve_pr_merge(upstream: Git, branch_ref: str, number: int) -> str:
+    """The commit on ``branch_ref``'s first-parent history that merged upstream PR ``number``."""
+    pattern = rf"(\(#{number}\)$)|(^Merge pull request #{number}( |$))"
+    out = upstream.text("log", "--first-parent", "-E", f"--grep={pattern}", "-n", "1",
+                        "--format=%H", branch_ref, "--").strip()
+    if not out:
+        raise WindowError(f"upstream PR #{number} has no merge commit on {branch_ref}")
+    return out
+
+
+def resolve_rev(repo: Git, rev: str, branch_ref: str, what: str) -> str:
+    """A SHA, a branch, or ``#N`` (the merge of upstream PR N) as a full commit SHA."""
+    m = _PR_REV.match(rev.strip())
+    if m:
+        return resolve_pr_merge(repo, branch_ref, int(m.group(1)))
+    for candidate in (rev, f"refs/remotes/origin/{rev}", f"refs/heads/{rev}"):
+        sha = repo.rev_parse(candidate)
+        if sha:
+            return sha
+    raise GitError(f"{what} {rev!r} is not a commit, branch or #PR in the upstream repository")
+
+
+def check_ancestry(upstream: Git, cutoff: str, tip: str) -> None:
+    """A cutoff that is not an ancestor of the tip means upstream history was rewritten."""
+    if not upstream.is_ancestor(cutoff, tip):
+        raise WindowError(
+            f"cutoff {cutoff[:12]} is not an ancestor of tip {tip[:12]}: upstream history was "
+            "rewritten (force-push?); pass --from with a commit on the current upstream branch"
+        )
+
+
+def list_window(upstream: Git, cutoff: str, tip: str) -> list[WindowEntry]:
+    """Every PR (or PR-less commit) on the first-parent path from cutoff to tip, oldest first."""
+    out = upstream.text(
+        "log", "--first-parent", "--reverse",
+        f"--format=%H{_US}%an{_US}%cI{_US}%P{_US}%s{_US}%b{_RS}",
+        f"{cutoff}..{tip}", "--",
+    )
+    entries: list[WindowEntry] = []
+    for record in out.split(_RS):
+        record = record.lstrip("\n")
+        if not record:
+            continue
+        sha, author, date, parents, subject, body = record.split(_US, 5)
+        entries.append(_entry(sha, author, date, parents.split(), subject, body))
+    return entries
+
+
+def _entry(sha: str, author: str, date: str, parents: list[str], subject: str,
+           body: str) -> WindowEntry:
+    merge = _MERGE.match(subject)
+    if merge and len(parents) > 1:
+        # GitHub's merge commits carry the PR title as the first body line.
+        title = next((ln.strip() for ln in body.splitlines() if ln.strip()), subject)
+        return WindowEntry(int(merge["n"]), title, merge["who"], sha, date)
+    squash = _SQUASH.match(subject)
+    if squash:
+        return WindowEntry(int(squash["n"]), squash["title"], author, sha, date)
+    return WindowEntry(None, subject, author, sha, date)
