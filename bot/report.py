@@ -134,7 +134,8 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
         group = [i for i in items if i["tier"] == tier]
         if not group:
             continue
-        open_n = sum(1 for i in group if i["id"] not in resolved and i["id"] not in answers)
+        open_n = sum(1 for i in group if i["id"] not in resolved and i["id"] not in answers
+                     and i["kind"] != "policy")
         out.append(f"**{tier}** ({len(group)}, {open_n} open)")
         out.append("")
         if compact and tier == "Settled":

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Set up everything forksync needs on a fresh machine: a virtualenv with the
+# package and its test tools, and the npm packages holding GitHub's OpenAPI
+# descriptions (the simulator validates every request against them).
+# Sourced by scripts/demo and scripts/test; safe to run again.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+command -v git >/dev/null || { echo "setup: git is required (>= 2.38)" >&2; exit 1; }
+git_version=$(git --version | awk '{print $3}')
+if ! printf '2.38\n%s\n' "$git_version" | sort -V -C; then
+  echo "setup: git >= 2.38 is required (found $git_version)" >&2; exit 1
+fi
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+fi
+stamp=.venv/.forksync-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
+  .venv/bin/python -m pip install --quiet -e '.[test]'
+  touch "$stamp"
+fi
+if [ "${FORKSYNC_SKIP_NPM:-0}" != 1 ] && [ -f package-lock.json ]; then
+  if [ ! -d node_modules/@octokit/openapi ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    command -v npm >/dev/null || { echo "setup: npm is required for the GitHub OpenAPI descriptions" >&2; exit 1; }
+    npm ci --no-audit --no-fund --silent
+  fi
+fi
