@@ -1,0 +1,210 @@
+"""The App's settings: read once from the environment at startup, never at import time.
+
+Two modes share one ``Settings``:
+
+* **App mode** (``FORKSYNC_APP_ID`` + a private key): the server authenticates as a
+  GitHub App and mints an installation token per repository.
+* **Token mode** (``FORKSYNC_TOKEN``, or ``GITHUB_TOKEN`` inside GitHub Actions): one
+  static token for everything; this is how ``forksync sync --publish`` runs in a
+  scheduled workflow.
+
+Every problem ends as a :class:`SettingsError` that names the variable and what was
+expected; secrets are never echoed back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .errors import ForksyncError
+
+DEFAULT_API_URL = "https://api.github.com"
+DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps webhook payloads at 25 MiB
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class SettingsError(ForksyncError):
+    """A setting is missing or malformed: names the variable and what was expected."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ``forksync serve`` (and ``sync --publish``) needs to talk to GitHub."""
+
+    webhook_secret: str = field(default="", repr=False)
+    app_id: int | None = None
+    private_key: str | None = field(default=None, repr=False)  # PEM
+    token: str | None = field(default=None, repr=False)  # token mode
+    api_url: str = DEFAULT_API_URL
+    git_url: str | None = None  # base for clone URLs; None: use the API's clone_url
+    data_dir: Path = Path("/var/lib/forksync")
+    host: str = "0.0.0.0"
+    port: int = 8080
+    poll_interval: int = 0  # seconds; 0 turns the scheduler off
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    workers: int = 2
+    log_level: str = "INFO"
+
+    @property
+    def mode(self) -> Literal["app", "token"]:
+        return "app" if self.app_id is not None else "token"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "forksync.sqlite3"
+
+    @property
+    def cache_dir(self) -> Path:
+        """Bare mirror repositories, one per upstream/fork (see ``bot.remote.ensure_mirror``)."""
+        return self.data_dir / "git"
+
+    def clone_url(self, full_name: str, api_clone_url: str | None = None) -> str:
+        """The HTTPS URL to fetch/push ``owner/repo``.
+
+        ``git_url`` wins when set (or derived for github.com); otherwise the
+        ``clone_url`` that the API reported for the repository, which is right for
+        GitHub Enterprise Server and for the test simulator.
+        """
+        if self.git_url:
+            return f"{self.git_url.rstrip('/')}/{full_name}.git"
+        if api_clone_url:
+            return api_clone_url
+        raise SettingsError(
+            f"FORKSYNC_GIT_URL: no clone URL known for {full_name}; set FORKSYNC_GIT_URL "
+            "to the git server's base URL (e.g. https://github.example.com)"
+        )
+
+    def require_server(self) -> None:
+        """Check what only ``forksync serve`` needs, so token-mode CLI runs need less."""
+        if not self.webhook_secret:
+            raise SettingsError(
+                "FORKSYNC_WEBHOOK_SECRET: required to serve webhooks; expected the secret "
+                "configured on the GitHub App (unsigned deliveries are never accepted)"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Build settings from an environment mapping (pass ``os.environ`` at startup)."""
+        env = {k: v.strip() for k, v in environ.items()}
+
+        def get(name: str, *fallbacks: str) -> str | None:
+            for key in (name, *fallbacks):
+                if env.get(key):
+                    return env[key]
+            return None
+
+        app_id = _optional_int(env, "FORKSYNC_APP_ID", minimum=1)
+        private_key = _private_key(environ)
+        token = get("FORKSYNC_TOKEN", "GITHUB_TOKEN")
+        if app_id is not None and private_key is None:
+            raise SettingsError(
+                "FORKSYNC_PRIVATE_KEY: App mode (FORKSYNC_APP_ID is set) needs the App's "
+                "private key: set FORKSYNC_PRIVATE_KEY to the PEM text or "
+                "FORKSYNC_PRIVATE_KEY_FILE to its path"
+            )
+        if private_key is not None and app_id is None:
+            raise SettingsError(
+                "FORKSYNC_APP_ID: a private key is set, so the App's numeric ID is needed too"
+            )
+        if app_id is None and token is None:
+            raise SettingsError(
+                "FORKSYNC_APP_ID: no credentials; expected FORKSYNC_APP_ID with "
+                "FORKSYNC_PRIVATE_KEY(_FILE) (App mode) or FORKSYNC_TOKEN (token mode)"
+            )
+
+        api_url = (get("FORKSYNC_API_URL", "GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/")
+        if not api_url.startswith(("http://", "https://")):
+            raise SettingsError(
+                f"FORKSYNC_API_URL: expected an http(s) URL such as {DEFAULT_API_URL}, "
+                f"got {api_url!r}"
+            )
+        git_url = get("FORKSYNC_GIT_URL")
+        if git_url is None and api_url == DEFAULT_API_URL:
+            git_url = "https://github.com"
+        if git_url is None and get("GITHUB_SERVER_URL") and "GITHUB_API_URL" in env:
+            git_url = get("GITHUB_SERVER_URL")  # inside GitHub Actions on GHES
+        if git_url is not None and not git_url.startswith(("http://", "https://", "file://")):
+            raise SettingsError(
+                f"FORKSYNC_GIT_URL: expected an http(s) base URL such as https://github.com, "
+                f"got {git_url!r}"
+            )
+
+        log_level = (get("FORKSYNC_LOG_LEVEL") or "INFO").upper()
+        if log_level not in _LOG_LEVELS:
+            raise SettingsError(
+                f"FORKSYNC_LOG_LEVEL: expected one of {', '.join(_LOG_LEVELS)}, got {log_level!r}"
+            )
+        data_dir = Path(get("FORKSYNC_DATA_DIR") or cls.data_dir).expanduser()
+
+        return cls(
+            app_id=app_id,
+            private_key=private_key,
+            webhook_secret=env.get("FORKSYNC_WEBHOOK_SECRET", ""),
+            token=token if app_id is None else None,
+            api_url=api_url,
+            git_url=git_url.rstrip("/") if git_url else None,
+            data_dir=data_dir,
+            host=get("FORKSYNC_HOST") or cls.host,
+            port=_int(env, "FORKSYNC_PORT", cls.port, minimum=0, maximum=65535),
+            poll_interval=_int(env, "FORKSYNC_POLL_INTERVAL", cls.poll_interval, minimum=0),
+            max_body_bytes=_int(env, "FORKSYNC_MAX_BODY_BYTES", cls.max_body_bytes, minimum=1024),
+            workers=_int(env, "FORKSYNC_WORKERS", cls.workers, minimum=1, maximum=64),
+            log_level=log_level,
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int,
+         maximum: int | None = None) -> int:
+    value = _optional_int(env, name, minimum=minimum, maximum=maximum)
+    return default if value is None else value
+
+
+def _optional_int(env: Mapping[str, str], name: str, *, minimum: int,
+                  maximum: int | None = None) -> int | None:
+    raw = env.get(name, "")
+    if raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise SettingsError(f"{name}: expected an integer {bound}, got {raw!r}")
+    return value
+
+
+def _private_key(environ: Mapping[str, str]) -> str | None:
+    text = environ.get("FORKSYNC_PRIVATE_KEY", "").strip()
+    source = "FORKSYNC_PRIVATE_KEY"
+    path = environ.get("FORKSYNC_PRIVATE_KEY_FILE", "").strip()
+    if text and path:
+        raise SettingsError(
+            "FORKSYNC_PRIVATE_KEY_FILE: set either FORKSYNC_PRIVATE_KEY or "
+            "FORKSYNC_PRIVATE_KEY_FILE, not both"
+        )
+    if path:
+        source = "FORKSYNC_PRIVATE_KEY_FILE"
+        try:
+            text = Path(os.path.expanduser(path)).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not ASCII"
+            raise SettingsError(
+                f"FORKSYNC_PRIVATE_KEY_FILE: cannot read the private key at {path}: {reason}"
+            ) from None
+    if not text:
+        return None
+    # .env files and CI secret stores often flatten the PEM onto one line.
+    text = text.replace("\\n", "\n")
+    if "-----BEGIN" not in text or "PRIVATE KEY-----" not in text:
+        raise SettingsError(
+            f"{source}: expected a PEM private key (-----BEGIN RSA PRIVATE KEY----- ...), "
+            "as downloaded from the GitHub App's settings page"
+        )
+    return text + "\n"
