@@ -110,10 +110,7 @@ class Classifier:
         rule = f"policy `{action}` ({', '.join(globs)})"
         raw = self._entry(self.raw, p.fork)
         ours = self._entry(self.ours, p.fork)
-        if action == "theirs":
-            want = self._entry(self.theirs, p.fork)
-        else:
-            want = ours
+        want = self._entry(self.theirs, p.fork) if action == "theirs" else ours
         if want != raw or conflicted:
             edits[p.fork] = want
         if p.fork_old and self._entry(self.raw, p.fork_old) != self._entry(self.ours, p.fork_old) \
@@ -127,7 +124,7 @@ class Classifier:
                 reason=f"{rule}: this file was rewritten for the fork, so it is never merged "
                        "textually; port the upstream change below by hand",
                 theirs=diff, question="Port upstream's change to this file by hand, then "
-                                      f"answer `done` (or `skip` to leave it out).",
+                                      "answer `done` (or `skip` to leave it out).",
                 choices=["done", "skip"],
             )
             return FileResult(p.fork, p.upstream, Status.CONFLICT, [item], action,
@@ -156,9 +153,8 @@ class Classifier:
     def _status(self, p: _Path, result: Entry | None, ours: Entry | None) -> Status:
         if p.change == "R":
             return Status.UNCHANGED if result == ours and result is not None else Status.RENAMED
-        if p.change == "A":
-            if result is not None and ours is None:
-                return Status.NEW
+        if p.change == "A" and result is not None and ours is None:
+            return Status.NEW
         if p.change == "D":
             if ours is None:
                 return Status.UNCHANGED
@@ -303,12 +299,12 @@ class Classifier:
 
 
 def _added_lines(old: str, new: str) -> list[str]:
-    sm = difflib.SequenceMatcher(a=old.splitlines(keepends=True),
-                                 b=new.splitlines(keepends=True), autojunk=False)
+    new_lines = new.splitlines(keepends=True)
+    sm = difflib.SequenceMatcher(a=old.splitlines(keepends=True), b=new_lines, autojunk=False)
     out: list[str] = []
     for tag, _i1, _i2, j1, j2 in sm.get_opcodes():
         if tag in ("insert", "replace"):
-            out.extend(sm.b[j1:j2])
+            out.extend(new_lines[j1:j2])
     return out
 
 

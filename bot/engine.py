@@ -50,7 +50,7 @@ def default_workdir() -> Path:
 
 
 def open_repo(location: str, workdir: Path, what: str) -> Git:
-    """A local git repository for ``location``: the repository itself, or a cached fetch of a URL."""
+    """A local git repository for ``location``: itself, or a cached fetch of a URL."""
     if _URL.match(location):
         key = hashlib.sha256(location.encode()).hexdigest()[:16]
         cache = workdir / "remotes" / f"{key}.git"

@@ -36,8 +36,11 @@ MODE_SYMLINK = "120000"
 
 def mask_secrets(text: str) -> str:
     """Hide anything that looks like a credential before it reaches a log or a user."""
+    def hide(m: re.Match[str]) -> str:
+        return m.group(1) + "***" + ("@" if m.group(0).endswith("@") else "")
+
     for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + "***" + ("@" if m.group(0).endswith("@") else ""), text)
+        text = pattern.sub(hide, text)
     return text
 
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from .errors import ConfigError, ForksyncError
 from .git import (
     MODE_GITLINK,
-    MODE_SYMLINK,
     MODE_TREE,
     SYNTHETIC_DATE,
     CatFile,
@@ -139,7 +138,6 @@ class TreeTranslator:
         self.base = _Side("cutoff")
         self.theirs = _Side("tip")
         self.pending: dict[tuple[str, str], None] = {}  # (blob oid, upstream path) to translate
-        self.symlinks: set[tuple[str, str]] = set()
         self.path_map: dict[str, str] = {}
         self._dir_paths: dict[str, str] = {}
 
@@ -203,8 +201,6 @@ class TreeTranslator:
         if not translate or e.mode == MODE_GITLINK or self.tr.is_excluded(path):
             return Entry(e.mode, e.oid)
         self.pending[(e.oid, path)] = None
-        if e.mode == MODE_SYMLINK:
-            self.symlinks.add((e.oid, path))
         return Entry(e.mode, f"pending:{e.oid}:{path}")
 
     def resolve_pending(self) -> dict[tuple[str, str], str]:
@@ -214,11 +210,8 @@ class TreeTranslator:
         for key in self.pending:
             oid, path = key
             _, data = self.cat.read(oid)
-            if key in self.symlinks:
-                target = data.decode("utf-8", "surrogateescape")
-                out = self.tr.path(target).encode("utf-8", "surrogateescape")
-            else:
-                out = self.tr.blob(data, path)
+            # A symlink's target is its blob, translated like any other content.
+            out = self.tr.blob(data, path)
             if out == data:
                 result[key] = oid  # nothing to translate: keep the upstream object
             else:

@@ -119,7 +119,8 @@ def _decision_line(item: Json, answers: dict[str, str], resolved: set[str]) -> s
         state = f" — **answered: {answers[item['id']]}**"
     elif item["id"] in resolved:
         state = " — resolved"
-    text = item["question"] if item["tier"] != "Settled" and item.get("question") else item["reason"]
+    asks = item["tier"] != "Settled" and item.get("question")
+    text = item["question"] if asks else item["reason"]
     prs = f" ({_prs(item['prs'])})" if item["prs"] else ""
     return f"- **{item['id']}** {_code(item['path'])}{_lines(item)}: {text}{prs}{state}"
 

@@ -54,7 +54,7 @@ def _union(ours: str, theirs: str) -> str:
 
 
 def _squash(text: str) -> str:
-    """The text with all whitespace gone: equal squashes mean a pure reformat (spacing, wrapping)."""
+    """The text without whitespace: equal squashes mean a pure reformat (spacing, wrapping)."""
     return _WS.sub("", text)
 
 
