@@ -1,0 +1,158 @@
+"""git over HTTP with a token that never touches argv, a URL, a log or the disk.
+
+The token travels as an ``http.extraHeader`` set through ``GIT_CONFIG_COUNT`` /
+``GIT_CONFIG_KEY_0`` / ``GIT_CONFIG_VALUE_0`` in the child's environment: other
+users on the host cannot read it from ``ps``, and nothing is written into the
+repository's config. Every failure becomes a ``GitError`` passed through
+``mask_secrets``.
+
+Pushes always go through ``--force-with-lease`` with an explicit expected head: the
+bot only ever overwrites a sync-branch head that it wrote itself (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import GitError
+from .git import Git, mask_secrets
+
+ZERO_SHA = "0" * 40
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class PushRejected(GitError):
+    """The remote branch is not where we expected: someone else pushed to it."""
+
+    def __init__(self, branch: str, expected: str | None, detail: str) -> None:
+        self.branch = branch
+        self.expected = expected
+        was = f"at {expected[:12]}" if expected else "absent"
+        super().__init__(mask_secrets(
+            f"refusing to overwrite {branch}: it moved since the bot last wrote it "
+            f"(expected {was}); {detail}"))
+
+
+def auth_env(token: str | None) -> dict[str, str]:
+    """Environment that makes git send ``Authorization: Basic x-access-token:TOKEN``."""
+    if not token:
+        return {}
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode("ascii")
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "http.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+    }
+
+
+def _git(git_dir: str | Path, token: str | None) -> Git:
+    # protocol v2 fetches only the refs asked for; no credential helper may prompt.
+    return Git(git_dir, config=["protocol.version=2", "credential.helper="],
+               env=auth_env(token))
+
+
+def _mask(text: str, token: str | None) -> str:
+    text = mask_secrets(text)
+    if token and len(token) >= 8:  # a shorter "token" is a test stub, and would shred the text
+        for secret in (token, base64.b64encode(f"x-access-token:{token}".encode()).decode()):
+            text = text.replace(secret, "***")
+    return text
+
+
+def _run(git: Git, args: Sequence[str], token: str | None, what: str) -> str:
+    proc = git.run_proc(*args)
+    if proc.returncode != 0:
+        raise GitError(_mask(f"{what}: " + Git.describe_failure(list(args), proc.returncode,
+                                                                 proc.stderr), token))
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def fetch(git_dir: str | Path, url: str, refspecs: Sequence[str], token: str | None,
+          *, depth: int | None = None) -> None:
+    """Fetch ``refspecs`` from ``url`` into the repository at ``git_dir``."""
+    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--force"]
+    if depth is not None:
+        args.append(f"--depth={depth}")
+    _run(_git(git_dir, token), [*args, "--", url, *refspecs], token,
+         f"fetching from {_mask(url, token)}")
+
+
+def push_with_lease(git_dir: str | Path, url: str, local_sha: str, branch: str,
+                    expected_remote_sha: str | None, token: str | None) -> None:
+    """Point ``refs/heads/<branch>`` at ``local_sha``, only if it is at ``expected_remote_sha``.
+
+    ``expected_remote_sha=None`` means the branch must not exist yet. Raises
+    ``PushRejected`` if the remote head is anywhere else (someone pushed), and
+    ``GitError`` for every other failure.
+    """
+    ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
+    lease = f"--force-with-lease={ref}:{expected_remote_sha or ''}"
+    git = _git(git_dir, token)
+    args = ["push", "--porcelain", lease, "--", url, f"{local_sha}:{ref}"]
+    proc = git.run_proc(*args)
+    out = proc.stdout.decode("utf-8", "replace")
+    err = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode == 0:
+        return
+    if "stale info" in out or "stale info" in err or "(fetch first)" in out:
+        line = next((ln for ln in out.splitlines() if ln.startswith("!")), "rejected")
+        raise PushRejected(branch, expected_remote_sha, _mask(line.strip(), token))
+    raise GitError(_mask(f"pushing {branch} to {url}: " + Git.describe_failure(
+        ["push"], proc.returncode, proc.stderr), token))
+
+
+def ls_remote(url: str, token: str | None, *patterns: str) -> dict[str, str]:
+    """The remote's refs as ``{refname: sha}`` (``HEAD`` included unless patterns filter it)."""
+    out = _run(_git(os.devnull, token), ["ls-remote", "--", url, *patterns], token,
+               f"listing {_mask(url, token)}")
+    refs: dict[str, str] = {}
+    for line in out.splitlines():
+        sha, _, name = line.partition("\t")
+        if name:
+            refs[name] = sha
+    return refs
+
+
+def remote_head(url: str, branch: str, token: str | None) -> str | None:
+    """The SHA a remote branch points at, or None if it does not exist."""
+    ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
+    return ls_remote(url, token, ref).get(ref)
+
+
+def ensure_mirror(cache_dir: str | Path, name: str) -> str:
+    """A bare cache repository for ``name`` (e.g. ``owner/repo``) under ``cache_dir``.
+
+    Created on first use. Jobs for one fork are serialized by the queue, but an
+    upstream may be shared by several forks, so creation takes a file lock.
+    """
+    cache = Path(cache_dir)
+    cache.mkdir(parents=True, exist_ok=True)
+    git_dir = cache / (_SAFE_NAME.sub("_", name.replace("/", "__")).strip("._") + ".git")
+    with _locked(cache / ".lock"):
+        if not (git_dir / "HEAD").exists():
+            tmp = git_dir.with_name(git_dir.name + ".init")
+            Git(tmp).run("init", "--quiet", "--bare", str(tmp))
+            # Keep objects that only synthetic commits reference; gc is ours to run.
+            Git(tmp).run("config", "gc.auto", "0")
+            os.replace(tmp, git_dir)
+    return str(git_dir)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+__all__ = ["ZERO_SHA", "PushRejected", "auth_env", "ensure_mirror", "fetch", "ls_remote",
+           "push_with_lease", "remote_head"]

@@ -1,0 +1,91 @@
+"""Settings.from_env: App mode, token mode, defaults, and errors that name the variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.errors import ForksyncError
+from bot.settings import DEFAULT_MAX_BODY_BYTES, Settings, SettingsError
+
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----"
+
+
+def test_token_mode_defaults() -> None:
+    s = Settings.from_env({"FORKSYNC_TOKEN": "ghp_x", "FORKSYNC_WEBHOOK_SECRET": "s"})
+    assert s.mode == "token" and s.token == "ghp_x" and s.app_id is None
+    assert s.api_url == "https://api.github.com" and s.git_url == "https://github.com"
+    assert (s.port, s.poll_interval, s.workers, s.log_level) == (8080, 0, 2, "INFO")
+    assert s.max_body_bytes == DEFAULT_MAX_BODY_BYTES == 25 * 1024 * 1024
+    assert s.clone_url("o/r") == "https://github.com/o/r.git"
+
+
+def test_app_mode_with_key_file_and_everything_set(tmp_path: Path) -> None:
+    key = tmp_path / "app.pem"
+    key.write_text(PEM + "\n")
+    s = Settings.from_env({
+        "FORKSYNC_APP_ID": "123", "FORKSYNC_PRIVATE_KEY_FILE": str(key),
+        "FORKSYNC_WEBHOOK_SECRET": "shh", "FORKSYNC_API_URL": "https://ghe.example/api/v3/",
+        "FORKSYNC_DATA_DIR": str(tmp_path / "data"), "FORKSYNC_HOST": "127.0.0.1",
+        "FORKSYNC_PORT": "9000", "FORKSYNC_POLL_INTERVAL": "600", "FORKSYNC_WORKERS": "4",
+        "FORKSYNC_MAX_BODY_BYTES": "1048576", "FORKSYNC_LOG_LEVEL": "debug",
+    })
+    assert s.mode == "app" and s.app_id == 123 and s.private_key == PEM + "\n"
+    assert s.api_url == "https://ghe.example/api/v3" and s.git_url is None
+    assert s.clone_url("o/r", "https://ghe.example/o/r.git") == "https://ghe.example/o/r.git"
+    assert (s.host, s.port, s.poll_interval, s.workers, s.max_body_bytes, s.log_level) == (
+        "127.0.0.1", 9000, 600, 4, 1048576, "DEBUG")
+    assert s.db_path == tmp_path / "data" / "forksync.sqlite3"
+    assert "MIIE" not in repr(s) and "shh" not in repr(s)
+
+
+def test_flattened_pem_in_env_is_restored() -> None:
+    s = Settings.from_env({"FORKSYNC_APP_ID": "1",
+                           "FORKSYNC_PRIVATE_KEY": PEM.replace("\n", "\\n")})
+    assert s.private_key == PEM + "\n"
+
+
+def test_github_actions_variables_are_understood() -> None:
+    s = Settings.from_env({"GITHUB_TOKEN": "ghs_x", "GITHUB_API_URL": "https://ghe.example/api/v3",
+                           "GITHUB_SERVER_URL": "https://ghe.example"})
+    assert s.token == "ghs_x" and s.git_url == "https://ghe.example"
+
+
+def test_reads_only_the_mapping_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORKSYNC_TOKEN", "from-process-env")
+    with pytest.raises(SettingsError):
+        Settings.from_env({})
+
+
+@pytest.mark.parametrize(("env", "variable", "expected"), [
+    ({}, "FORKSYNC_APP_ID", "no credentials"),
+    ({"FORKSYNC_APP_ID": "1"}, "FORKSYNC_PRIVATE_KEY", "private key"),
+    ({"FORKSYNC_PRIVATE_KEY": PEM}, "FORKSYNC_APP_ID", "numeric ID"),
+    ({"FORKSYNC_APP_ID": "abc", "FORKSYNC_PRIVATE_KEY": PEM}, "FORKSYNC_APP_ID", "integer"),
+    ({"FORKSYNC_APP_ID": "1", "FORKSYNC_PRIVATE_KEY": "not a key"},
+     "FORKSYNC_PRIVATE_KEY", "PEM"),
+    ({"FORKSYNC_APP_ID": "1", "FORKSYNC_PRIVATE_KEY_FILE": "/nonexistent/key.pem"},
+     "FORKSYNC_PRIVATE_KEY_FILE", "cannot read"),
+    ({"FORKSYNC_APP_ID": "1", "FORKSYNC_PRIVATE_KEY": PEM,
+      "FORKSYNC_PRIVATE_KEY_FILE": "/x"}, "FORKSYNC_PRIVATE_KEY_FILE", "not both"),
+    ({"FORKSYNC_TOKEN": "t", "FORKSYNC_PORT": "70000"}, "FORKSYNC_PORT", "between 0 and 65535"),
+    ({"FORKSYNC_TOKEN": "t", "FORKSYNC_WORKERS": "0"}, "FORKSYNC_WORKERS", "between 1 and 64"),
+    ({"FORKSYNC_TOKEN": "t", "FORKSYNC_POLL_INTERVAL": "-5"}, "FORKSYNC_POLL_INTERVAL", ">= 0"),
+    ({"FORKSYNC_TOKEN": "t", "FORKSYNC_API_URL": "api.github.com"}, "FORKSYNC_API_URL",
+     "http(s) URL"),
+    ({"FORKSYNC_TOKEN": "t", "FORKSYNC_LOG_LEVEL": "loud"}, "FORKSYNC_LOG_LEVEL", "one of"),
+])
+def test_errors_name_the_variable_and_what_was_expected(env: dict[str, str], variable: str,
+                                                        expected: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env(env)
+    message = str(info.value)
+    assert message.startswith(variable + ":") and expected in message
+    assert isinstance(info.value, ForksyncError) and "MIIE" not in message
+
+
+def test_server_needs_a_webhook_secret() -> None:
+    s = Settings.from_env({"FORKSYNC_TOKEN": "t"})
+    with pytest.raises(SettingsError, match=r"^FORKSYNC_WEBHOOK_SECRET:"):
+        s.require_server()
