@@ -79,6 +79,9 @@ class Classifier:
 
     def classify(self, writer: TreeWriter) -> Classified:
         paths = self.paths()
+        wanted = [p.fork for p in paths] + [p.fork_old for p in paths if p.fork_old]
+        for index in (self.ours, self.base, self.theirs, self.raw):
+            index.prefetch(wanted)
         edits: dict[str, Entry | None] = {}
         results: list[FileResult] = []
         for p in paths:
@@ -91,6 +94,7 @@ class Classifier:
                 continue
             results.append(self._merged(p, conflicted))
         tree = edit_tree(self.cat, writer, self.o.merged_tree, edits)
+        writer.flush()
         final = TreeIndex(self.cat, tree)
         for r in results:
             if r.status is Status.CONFLICT and not r.review_items:
@@ -190,12 +194,7 @@ class Classifier:
         if entry is None or entry.mode in (MODE_GITLINK, MODE_SYMLINK):
             return None
         _, data = self.cat.read(entry.oid)
-        if is_binary(data):
-            return None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
+        return _decode(data)
 
     def _conflict_items(self, r: FileResult, final: TreeIndex) -> list[ReviewItem]:
         entry = self._entry(final, r.path)
@@ -232,16 +231,22 @@ class Classifier:
 
     def _flag_items(self, results: list[FileResult], final: TreeIndex) -> None:
         by_path = {r.upstream_path: r for r in results}
-        for ch in self.o.changes:
-            if ch.new is None or ch.new_path is None:
-                continue
-            r = by_path.get(ch.new_path)
-            if r is None or r.status is Status.SKIPPED:
-                continue
-            new = self._read_text(ch.new)
+        changes = [ch for ch in self.o.changes if ch.new is not None and ch.new_path is not None
+                   and ch.new.mode not in (MODE_GITLINK, MODE_SYMLINK)
+                   and by_path.get(ch.new_path) is not None
+                   and by_path[ch.new_path].status is not Status.SKIPPED]
+        oids = sorted({e.oid for ch in changes for e in (ch.old, ch.new)
+                       if e is not None and e.mode not in (MODE_GITLINK, MODE_SYMLINK)})
+        blobs = {oid: _decode(data) for oid, (_, data) in
+                 zip(oids, self.cat.read_many(oids), strict=True)}
+        final.prefetch(by_path[ch.new_path or ""].path for ch in changes)
+        for ch in changes:
+            assert ch.new is not None and ch.new_path is not None
+            r = by_path[ch.new_path]
+            new = blobs.get(ch.new.oid)
             if new is None:
                 continue
-            old = self._read_text(ch.old) or ""
+            old = (blobs.get(ch.old.oid) if ch.old is not None else None) or ""
             added = _added_lines(old, new)
             if not added:
                 continue
@@ -296,6 +301,15 @@ class Classifier:
                 if not prs:  # nothing matched line by line: every PR that touched the file
                     prs = sorted({n for n, _, _ in commits if n is not None})
                 item.prs = sorted(prs)
+
+
+def _decode(data: bytes) -> str | None:
+    if is_binary(data):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _added_lines(old: str, new: str) -> list[str]:

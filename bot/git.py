@@ -6,6 +6,7 @@ Every git failure becomes a :class:`GitError` with a one-line message. Secrets
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -84,6 +85,7 @@ class Git:
         self.git_dir = str(git_dir)
         self._config = list(config)
         self._env = clean_env(env)
+        self._object_format: str | None = None
 
     def _argv(self, args: Sequence[str]) -> list[str]:
         argv = ["git", f"--git-dir={self.git_dir}"]
@@ -138,28 +140,29 @@ class Git:
         out = self.text("rev-parse", "--git-path", "objects").strip()
         return out if os.path.isabs(out) else os.path.abspath(out)
 
+    def object_format(self) -> str:
+        if self._object_format is None:
+            proc = self.run_proc("rev-parse", "--show-object-format")
+            self._object_format = proc.stdout.decode().strip() or "sha1"
+        return self._object_format
+
     def hash_blobs(self, blobs: Sequence[bytes]) -> list[str]:
-        """Write blobs into the object store in one git process; return their OIDs in order."""
+        """Write blobs into the object store with one ``git fast-import``; OIDs in order."""
         if not blobs:
             return []
-        proc = subprocess.Popen(
-            self._argv(["hash-object", "-w", "--no-filters", "--stdin-paths"]),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=self._env,
-        )
         import tempfile
 
-        with tempfile.TemporaryDirectory(prefix="forksync-blobs-") as tmp:
-            names = []
-            for i, data in enumerate(blobs):
-                name = os.path.join(tmp, str(i))
-                with open(name, "wb") as fh:
-                    fh.write(data)
-                names.append(name)
-            out, err = proc.communicate("\n".join(names).encode() + b"\n")
-        if proc.returncode != 0:
-            raise GitError(self.describe_failure(["hash-object"], proc.returncode, err))
-        return out.decode().split()
+        stream = bytearray()
+        for i, data in enumerate(blobs, 1):
+            stream += b"blob\nmark :%d\ndata %d\n" % (i, len(data)) + data + b"\n"
+        stream += b"done\n"
+        with tempfile.TemporaryDirectory(prefix="forksync-marks-") as tmp:
+            marks = os.path.join(tmp, "marks")
+            self.run("fast-import", "--quiet", "--done", f"--export-marks={marks}",
+                     input=bytes(stream))
+            with open(marks) as fh:
+                by_mark = dict(line.split() for line in fh if line.strip())
+        return [by_mark[f":{i}"] for i in range(1, len(blobs) + 1)]
 
     def commit_tree(self, tree: str, parents: Sequence[str], message: str, *,
                     date: str | None = None) -> str:
@@ -193,6 +196,35 @@ class CatFile:
             data = _read_exact(self._proc.stdout, size)
             self._proc.stdout.read(1)  # the LF after the content
         return header[1], data
+
+    def read_many(self, oids: Sequence[str]) -> list[tuple[str, bytes]]:
+        """Read many objects with one round trip per chunk instead of one per object."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        out: list[tuple[str, bytes]] = []
+        # A chunk's requests must fit in the pipe buffer (64 KiB), or git and we could
+        # each block writing to the other.
+        chunk = 1000
+        with self._lock:
+            for start in range(0, len(oids), chunk):
+                part = oids[start:start + chunk]
+                self._proc.stdin.write("".join(f"{oid}\n" for oid in part).encode())
+                self._proc.stdin.flush()
+                for oid in part:
+                    header = self._proc.stdout.readline().decode().split()
+                    if len(header) != 3:
+                        raise GitError(f"git cat-file: object {oid} is missing")
+                    data = _read_exact(self._proc.stdout, int(header[2]))
+                    self._proc.stdout.read(1)
+                    out.append((header[1], data))
+        return out
+
+    def trees(self, oids: Sequence[str]) -> list[list[TreeEntry]]:
+        result = []
+        for oid, (kind, data) in zip(oids, self.read_many(oids), strict=True):
+            if kind != "tree":
+                raise GitError(f"git cat-file: {oid} is a {kind}, not a tree")
+            result.append(parse_tree(data))
+        return result
 
     def tree(self, oid: str) -> list[TreeEntry]:
         kind, data = self.read(oid)
@@ -242,40 +274,59 @@ def parse_tree(data: bytes) -> list[TreeEntry]:
 
 
 class TreeWriter:
-    """A long-running ``git mktree --batch``: write many trees, bottom-up, in one process."""
+    """Writes many trees with one ``git mktree --batch`` run.
+
+    Tree OIDs are computed here, as git defines them, so a parent can name its
+    children before anything is written; at :meth:`flush` git writes every tree
+    and the OIDs it reports are checked against ours. That turns hundreds of
+    round trips into one process.
+    """
 
     def __init__(self, git: Git) -> None:
-        self._proc = subprocess.Popen(
-            git._argv(["mktree", "--missing", "--batch", "-z"]), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=git._env,
-        )
+        self._git = git
+        self._pending: dict[str, bytes] = {}  # oid -> mktree input for that tree
+        self._hash = hashlib.sha256 if git.object_format() == "sha256" else hashlib.sha1
 
     def write(self, entries: Iterable[TreeEntry]) -> str:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        buf = bytearray()
-        for e in entries:
+        items = sorted(entries, key=_tree_sort_key)
+        raw = bytearray()
+        text = bytearray()
+        for e in items:
+            name = e.name.encode("utf-8", "surrogateescape")
+            raw += (e.mode.lstrip("0") if e.mode == MODE_TREE else e.mode).encode()
+            raw += b" " + name + b"\0" + bytes.fromhex(e.oid)
             kind = "tree" if e.mode == MODE_TREE else "commit" if e.mode == MODE_GITLINK else "blob"
-            buf += f"{e.mode} {kind} {e.oid}\t".encode() + e.name.encode("utf-8", "surrogateescape")
-            buf += b"\0"
-        buf += b"\0"
-        self._proc.stdin.write(bytes(buf))
-        self._proc.stdin.flush()
-        line = self._proc.stdout.readline().decode().strip()
-        if not line:
-            err = self._proc.stderr.read().decode("utf-8", "replace") if self._proc.stderr else ""
-            raise GitError(f"git mktree failed: {err.strip() or 'no output'}")
-        return line
+            text += f"{e.mode} {kind} {e.oid}\t".encode() + name + b"\0"
+        oid = self._hash(b"tree %d\0" % len(raw) + bytes(raw)).hexdigest()
+        self._pending.setdefault(oid, bytes(text) + b"\0")
+        return oid
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        expected = list(self._pending)
+        out = self._git.run("mktree", "--missing", "--batch", "-z",
+                            input=b"".join(self._pending.values()))
+        got = out.decode().split()
+        if got != expected:
+            raise GitError("git mktree wrote trees with unexpected OIDs (object format mismatch)")
+        self._pending.clear()
 
     def close(self) -> None:
-        if self._proc.stdin:
-            self._proc.stdin.close()
-        self._proc.wait()
+        self.flush()
 
     def __enter__(self) -> TreeWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        if exc[0] is None:
+            self.close()
+
+
+def _tree_sort_key(e: TreeEntry) -> bytes:
+    # git orders tree entries by name, comparing a subtree's name as if it ended in "/".
+    name = e.name.encode("utf-8", "surrogateescape")
+    return name + b"/" if e.mode == MODE_TREE else name
 
 
 def iter_z(data: bytes) -> Iterator[str]:

@@ -14,7 +14,7 @@ follows the window, not the repository.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .errors import ConfigError, ForksyncError
@@ -102,6 +102,37 @@ class TreeIndex:
         self._dirs[path] = listing
         return listing
 
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """Load the directories of many paths, one round trip per depth."""
+        wanted: set[str] = set()
+        for path in paths:
+            parent = path.rpartition("/")[0]
+            while parent not in wanted and parent not in self._dirs:
+                wanted.add(parent)
+                if not parent:
+                    break
+                parent = parent.rpartition("/")[0]
+        by_depth = sorted(wanted, key=lambda d: d.count("/") + (1 if d else 0))
+        depth_groups: dict[int, list[str]] = {}
+        for d in by_depth:
+            depth_groups.setdefault(d.count("/") + (1 if d else 0), []).append(d)
+        for depth in sorted(depth_groups):
+            todo: list[tuple[str, str]] = []
+            for d in depth_groups[depth]:
+                if not d:
+                    todo.append((d, self._root))
+                    continue
+                parent, _, name = d.rpartition("/")
+                listing = self._dirs.get(parent)
+                entry = listing.get(name) if listing else None
+                if entry is None or not entry.is_tree:
+                    self._dirs[d] = {}
+                    continue
+                todo.append((d, entry.oid))
+            for (d, _), entries in zip(todo, self._cat.trees([oid for _, oid in todo]),
+                                       strict=True):
+                self._dirs[d] = {e.name: e for e in entries}
+
     def get(self, path: str) -> TreeEntry | None:
         parent, _, name = path.rpartition("/")
         entries = self.dir(parent)
@@ -155,29 +186,45 @@ class TreeTranslator:
             self._dir_paths[upstream_dir] = fp
         return fp
 
-    def walk(self, up_dir: str, cut: str | None, tip: str | None) -> None:
-        if cut is not None and cut == tip:
-            # Unchanged by the window: identical on both sides, so its inside is irrelevant.
-            entry = Entry(MODE_TREE, cut)
-            fork = self.fork_dir(up_dir) if up_dir else ""
-            self.base.put(fork, entry, up_dir + "/")
-            self.theirs.put(fork, entry, up_dir + "/")
-            return
-        cut_entries = {e.name: e for e in self.cat.tree(cut)} if cut else {}
-        tip_entries = {e.name: e for e in self.cat.tree(tip)} if tip else {}
-        for name in sorted(cut_entries.keys() | tip_entries.keys()):
-            c = cut_entries.get(name)
-            t = tip_entries.get(name)
-            path = f"{up_dir}/{name}" if up_dir else name
-            c_tree = c.oid if c is not None and c.is_tree else None
-            t_tree = t.oid if t is not None and t.is_tree else None
-            if c_tree or t_tree:
-                self.walk(path, c_tree, t_tree)
-            c_file = c if c is not None and not c.is_tree else None
-            t_file = t if t is not None and not t.is_tree else None
-            if c_file is None and t_file is None:
-                continue
-            self._file(path, c_file, t_file)
+    def walk(self, cut_root: str, tip_root: str) -> None:
+        """Visit the directories the window changed, breadth first, one git round trip a level."""
+        level: list[tuple[str, str | None, str | None]] = [("", cut_root, tip_root)]
+        while level:
+            changed = []
+            for up_dir, cut, tip in level:
+                if cut is not None and cut == tip:
+                    # Unchanged by the window: the same on both sides, so its inside is
+                    # irrelevant to the merge and is never listed.
+                    entry = Entry(MODE_TREE, cut)
+                    fork = self.fork_dir(up_dir) if up_dir else ""
+                    self.base.put(fork, entry, up_dir + "/")
+                    self.theirs.put(fork, entry, up_dir + "/")
+                else:
+                    changed.append((up_dir, cut, tip))
+            oids = sorted({oid for _, c, t in changed for oid in (c, t) if oid is not None})
+            listings = dict(zip(oids, self.cat.trees(oids), strict=True))
+            next_level: list[tuple[str, str | None, str | None]] = []
+            files: list[tuple[str, TreeEntry | None, TreeEntry | None]] = []
+            for up_dir, cut, tip in changed:
+                cut_entries = {e.name: e for e in listings[cut]} if cut else {}
+                tip_entries = {e.name: e for e in listings[tip]} if tip else {}
+                for name in sorted(cut_entries.keys() | tip_entries.keys()):
+                    c = cut_entries.get(name)
+                    t = tip_entries.get(name)
+                    path = f"{up_dir}/{name}" if up_dir else name
+                    c_tree = c.oid if c is not None and c.is_tree else None
+                    t_tree = t.oid if t is not None and t.is_tree else None
+                    if c_tree or t_tree:
+                        next_level.append((path, c_tree, t_tree))
+                    c_file = c if c is not None and not c.is_tree else None
+                    t_file = t if t is not None and not t.is_tree else None
+                    if c_file is not None or t_file is not None:
+                        files.append((path, c_file, t_file))
+            self.ours.prefetch(self.fork_path(path) for path, c, t in files
+                               if c is not None and t is not None and c == t)
+            for path, c_file, t_file in files:
+                self._file(path, c_file, t_file)
+            level = next_level
 
     def _file(self, path: str, c: TreeEntry | None, t: TreeEntry | None) -> None:
         fork = self.fork_path(path)
@@ -207,9 +254,10 @@ class TreeTranslator:
         """Translate every pending blob: one read pass, then one write for those that changed."""
         result: dict[tuple[str, str], str] = {}
         to_write: list[tuple[tuple[str, str], bytes]] = []
-        for key in self.pending:
+        keys = list(self.pending)
+        blobs = self.cat.read_many([oid for oid, _ in keys])
+        for key, (_, data) in zip(keys, blobs, strict=True):
             oid, path = key
-            _, data = self.cat.read(oid)
             # A symlink's target is its blob, translated like any other content.
             out = self.tr.blob(data, path)
             if out == data:
@@ -377,7 +425,7 @@ def merge(work: Git, ours_tree: str, cutoff: str, tip: str, translator: Translat
     with CatFile(work) as cat, TreeWriter(work) as writer:
         say("translating the window's trees")
         tt = TreeTranslator(work, cat, translator, TreeIndex(cat, ours_tree))
-        tt.walk("", cutoff_tree, tip_tree)
+        tt.walk(cutoff_tree, tip_tree)
         translated = tt.resolve_pending()
 
         def finish(side: _Side) -> str:
@@ -390,6 +438,7 @@ def merge(work: Git, ours_tree: str, cutoff: str, tip: str, translator: Translat
 
         base_tree = finish(tt.base)
         theirs_tree = finish(tt.theirs)
+        writer.flush()
         say("merging with git merge-tree")
         tree, conflicts, messages = run_merge(work, ours_tree, base_tree, theirs_tree)
     changes = upstream_changes(work, cutoff, tip)
