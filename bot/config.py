@@ -18,6 +18,7 @@ import hashlib
 import importlib
 import json
 import re
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -276,13 +277,19 @@ def check_regex(pattern: str, *, allow_empty: bool = False) -> None:
     if not pattern:
         raise RegexProblem("expected a non-empty regex")
     try:
-        parsed = _PARSER.parse(pattern)
+        with warnings.catch_warnings():
+            # `re` warns where a future version (and the `regex` module that
+            # runs the match today) reads a set differently, e.g. `[[:alpha:]]`
+            # or `[a--b]`: refuse the ambiguity rather than guess.
+            warnings.simplefilter("error", FutureWarning)
+            parsed = _PARSER.parse(pattern)
+            re.compile(pattern)
     except re.error as e:
         raise RegexProblem(f"expected a valid Python regex: {e.msg} at position {e.pos}") from None
-    try:
-        re.compile(pattern)
-    except re.error as e:  # pragma: no cover - the parser above catches what compile would
-        raise RegexProblem(f"expected a valid Python regex: {e.msg}") from None
+    except FutureWarning as w:
+        raise RegexProblem(
+            f"expected an unambiguous character set ({w}); escape the [ or -"
+        ) from None
     if _OTHER_GLOBAL_FLAGS.search(pattern):
         raise RegexProblem("expected no (?a)/(?L)/(?u) global flags; use a scoped group")
     if _uses_backreference(parsed):
@@ -552,7 +559,9 @@ def redos_reason(pattern: str) -> str | None:
     pattern safe, which is why matching also runs under a time limit.
     """
     try:
-        parsed = _PARSER.parse(pattern)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # check_regex reports those
+            parsed = _PARSER.parse(pattern)
     except re.error:
         return None
     analysis = _Analysis(parsed)
@@ -756,13 +765,15 @@ class _Loader:
             )
         out: dict[str, Node] = {}
         for knode, vnode in node.value:
-            name = knode.value if isinstance(knode, ScalarNode) else None
-            path = f"{key}.{name}" if key else str(name)
-            if not isinstance(name, str) or name not in allowed:
+            name = str(knode.value) if isinstance(knode, ScalarNode) else ""
+            # An empty or non-scalar key still needs a readable key path.
+            shown = name if name else "(empty key)" if isinstance(knode, ScalarNode) else "(?)"
+            path = f"{key}.{shown}" if key else shown
+            if name not in allowed:
                 raise self.fail(
                     knode,
                     path,
-                    f"unknown key{_did_you_mean(str(name), allowed)}; "
+                    f"unknown key{_did_you_mean(name, allowed)}; "
                     f"expected one of: {', '.join(allowed)}",
                 )
             if name in out:
