@@ -1,5 +1,83 @@
-"""Webhook handlers: installation."""
+"""Webhook handlers: installing the App on a fork registers it and queues its first sync.
 
-from gidgethub import routing
+Only repositories with ``.github/forksync.yml`` on their default branch are forks;
+the config's upstream is recorded at once, so upstream merges reach the fork even
+before the first sync has finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+from gidgethub import BadRequest, routing, sansio
+
+from bot.context import JobContext
+from bot.errors import ForksyncError
+from bot.jobs import enqueue_sync
+from bot.publish import CONFIG_PATH, fork_state_key, load_fork_state, save_fork_state
 
 router = routing.Router()
+
+
+def _config_upstream(content: dict[str, Any]) -> tuple[str, str] | None:
+    """The upstream repo and branch named by the config file, or None if it has errors."""
+    from bot.config import load_config
+
+    try:
+        text = base64.b64decode(content.get("content", "")).decode("utf-8", "replace")
+        config = load_config(text, CONFIG_PATH)
+    except (ForksyncError, ValueError):
+        return None  # the sync job reports the error where people look: a check run
+    return config.upstream_repo, config.upstream_branch
+
+
+async def register_fork(ctx: JobContext, full_name: str, installation_id: int) -> bool:
+    """Record a fork and queue its first sync; False if the repository has no config."""
+    gh = await ctx.gh_for(installation_id)
+    try:
+        content = await gh.getitem(f"/repos/{full_name}/contents/{CONFIG_PATH}")
+    except BadRequest as exc:
+        if exc.status_code == 404:
+            return False
+        raise
+    state = await asyncio.to_thread(load_fork_state, ctx.store, full_name)
+    state["installation_id"] = installation_id
+    upstream = _config_upstream(content) if isinstance(content, dict) else None
+    if upstream is not None:
+        state["upstream"], state["upstream_branch"] = upstream
+    await asyncio.to_thread(save_fork_state, ctx.store, full_name, state)
+    await enqueue_sync(ctx, full_name, installation_id, reason=f"installed:{installation_id}")
+    return True
+
+
+async def _register_all(ctx: JobContext, event: sansio.Event, key: str) -> None:
+    installation_id = int(event.data["installation"]["id"])
+    for repo in event.data.get(key) or []:
+        await register_fork(ctx, repo["full_name"], installation_id)
+
+
+async def _forget_all(ctx: JobContext, event: sansio.Event, key: str) -> None:
+    for repo in event.data.get(key) or []:
+        await asyncio.to_thread(ctx.store.delete_state, fork_state_key(repo["full_name"]))
+
+
+@router.register("installation", action="created")
+async def installed(event: sansio.Event, ctx: JobContext) -> None:
+    await _register_all(ctx, event, "repositories")
+
+
+@router.register("installation_repositories", action="added")
+async def repositories_added(event: sansio.Event, ctx: JobContext) -> None:
+    await _register_all(ctx, event, "repositories_added")
+
+
+@router.register("installation", action="deleted")
+async def uninstalled(event: sansio.Event, ctx: JobContext) -> None:
+    await _forget_all(ctx, event, "repositories")
+
+
+@router.register("installation_repositories", action="removed")
+async def repositories_removed(event: sansio.Event, ctx: JobContext) -> None:
+    await _forget_all(ctx, event, "repositories_removed")

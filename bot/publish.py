@@ -1,0 +1,821 @@
+"""Publishing a sync: the one module that turns an engine result into GitHub calls.
+
+One sync PR per window. Every step is find-or-create, so the ``"sync"`` job can run
+again after a crash (``kill -9`` included) at any point and still ends with one
+branch, one draft PR, one review and one check run:
+
+1. fetch fork main and the upstream into local bare caches, run ``engine.sync``
+   (its commit is dated from its inputs, so a rerun makes the same commit 1);
+2. push commit 1 to the sync branch with a lease, only over a head the bot wrote;
+3. find or create the draft PR, its body the report;
+4. post ONE review: a ```suggestion``` comment per review item that the PR diff can
+   carry; the others are listed in the PR body, so a 422 never loses the review;
+5. find or create the ``forksync`` check run on the head, annotations in 50s.
+
+While a sync PR is open, a newer upstream only updates that PR's status ("behind
+upstream by N PRs"); it never opens a second PR.
+
+Write budget per sync PR: 1 PR + 1 review + ⌈annotations/50⌉ check-run requests,
+plus at most one body PATCH (and one review retry after a 422): ≤ 5 + ⌈items/50⌉.
+
+Per-fork state (``Store`` key ``fork:<owner>/<repo>``), shared with the follow-up
+and the slash commands::
+
+    installation_id, upstream, upstream_branch, fork_branch, last_seen_upstream,
+    pushed: [sha, ...]            every head the bot wrote to a sync branch
+    sync: {branch, commit, cutoff, tip, ours, plan_file, report_url, pr,
+           review_commit, unanchored: [id], behind, head, check_runs: {sha: id},
+           resolved: [id], remaining: [...], resolutions: {id: how},
+           answers: {id: choice}}   answers are written by the slash commands
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gidgethub import BadRequest
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
+
+from . import remote
+from .context import JobContext
+from .errors import ForksyncError, GitError
+from .git import CatFile, Git
+from .github import GitHubClient
+from .settings import Settings
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+CHECK_NAME = "forksync"
+CONFIG_PATH = ".github/forksync.yml"
+SYNC_BRANCH_PREFIX = "forksync/sync-"
+STATE_PREFIX = "fork:"  # the server's scheduler polls every fork under this prefix
+MAX_ANNOTATIONS = 50  # GitHub's limit per check-run request
+MAX_BODY = 65_536
+MAX_SUMMARY = 65_535
+MAX_PUSHED = 200  # heads remembered per fork: far more than live sync branches
+_LOCAL_WORK_BRANCH = "forksync/local-work"
+
+
+def review_marker(commit: str) -> str:
+    """The hidden marker that makes the one review findable again."""
+    return f"<!-- forksync:review {commit} -->"
+
+
+def sync_branch_name(cutoff: str) -> str:
+    """Deterministic per window start, so a rerun of the same window finds its branch."""
+    return f"{SYNC_BRANCH_PREFIX}{cutoff[:10]}"
+
+
+def is_sync_branch(ref: str) -> bool:
+    return ref.removeprefix("refs/heads/").startswith(SYNC_BRANCH_PREFIX)
+
+
+# -- per-fork state -------------------------------------------------------------
+
+
+def fork_state_key(fork: str) -> str:
+    return f"{STATE_PREFIX}{fork}"
+
+
+def load_fork_state(store: Store, fork: str) -> dict[str, Any]:
+    return store.get_state(fork_state_key(fork)) or {"fork": fork}
+
+
+def save_fork_state(store: Store, fork: str, state: dict[str, Any]) -> None:
+    state["fork"] = fork
+    store.put_state(fork_state_key(fork), state)
+
+
+def forks_following(store: Store, upstream: str, branch: str | None = None
+                    ) -> list[dict[str, Any]]:
+    """States of every registered fork whose config names ``upstream`` (and ``branch``)."""
+    found = []
+    for key in store.state_keys(STATE_PREFIX):
+        state = store.get_state(key) or {}
+        if str(state.get("upstream", "")).lower() != upstream.lower():
+            continue
+        if branch is not None and state.get("upstream_branch", "main") != branch:
+            continue
+        state.setdefault("fork", key[len(STATE_PREFIX):])
+        found.append(state)
+    return found
+
+
+def remember_pushed(state: dict[str, Any], sha: str) -> None:
+    pushed = [s for s in state.get("pushed", []) if s != sha]
+    state["pushed"] = [*pushed, sha][-MAX_PUSHED:]
+
+
+def plan_path(settings: Settings, fork: str, commit: str) -> Path:
+    return settings.data_dir / "plans" / fork.replace("/", "__") / f"{commit}.json"
+
+
+def save_plan(settings: Settings, fork: str, commit: str, plan_json: dict[str, Any]) -> str:
+    path = plan_path(settings, fork, commit)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(plan_json), encoding="utf-8")
+    tmp.replace(path)
+    return str(path)
+
+
+def load_plan(sync: dict[str, Any]) -> dict[str, Any]:
+    path = sync.get("plan_file")
+    if not path or not Path(path).exists():
+        raise ForksyncError("the sync's plan is missing from the data directory; "
+                            "run `/sync refresh` to compute it again")
+    data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return data
+
+
+# -- review comments on the PR diff (pure) ----------------------------------------
+
+
+def comment_items(plan_json: dict[str, Any]) -> list[dict[str, Any]]:
+    """Review items a comment can sit on: conflict regions (multi-line) and flagged lines."""
+    out = []
+    for f in plan_json.get("files", []):
+        for item in f.get("review_items", []):
+            if item.get("start_line") is None or item.get("tier") == "Settled":
+                continue
+            kind = item.get("kind")
+            if kind == "flag" or (kind == "conflict" and item.get("end_line") is not None):
+                out.append(item)
+    return out
+
+
+def diff_hunks(diff_text: str) -> dict[str, list[tuple[int, int]]]:
+    """RIGHT-side line ranges (first, last; 1-based) of every hunk, per new path."""
+    try:
+        patch = PatchSet(diff_text)
+    except UnidiffParseError:
+        log.warning("could not parse the PR diff; no comment will be anchored")
+        return {}
+    hunks: dict[str, list[tuple[int, int]]] = {}
+    for patched in patch:
+        if patched.is_removed_file:
+            continue
+        hunks[patched.path] = [(h.target_start, h.target_start + h.target_length - 1)
+                               for h in patched if h.target_length > 0]
+    return hunks
+
+
+def _comment_lines(item: dict[str, Any]) -> tuple[int, int]:
+    start = int(item["start_line"])
+    end = int(item["end_line"]) if item.get("kind") == "conflict" else start
+    return start, end
+
+
+def anchorable(item: dict[str, Any], hunks: dict[str, list[tuple[int, int]]]) -> bool:
+    """GitHub takes a comment only on diff lines; a multi-line one must stay in one hunk."""
+    start, end = _comment_lines(item)
+    return any(first <= start and end <= last for first, last in hunks.get(item["path"], []))
+
+
+def split_anchored(items: Iterable[dict[str, Any]], diff_text: str
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    hunks = diff_hunks(diff_text)
+    anchored: list[dict[str, Any]] = []
+    unanchored: list[dict[str, Any]] = []
+    for item in items:
+        (anchored if anchorable(item, hunks) else unanchored).append(item)
+    return anchored, unanchored
+
+
+def review_comment(item: dict[str, Any]) -> dict[str, Any]:
+    from .report import render_review_comment
+
+    start, end = _comment_lines(item)
+    comment: dict[str, Any] = {"path": item["path"], "line": end, "side": "RIGHT",
+                               "body": render_review_comment(item)}
+    if end > start:
+        comment.update(start_line=start, start_side="RIGHT")
+    return comment
+
+
+def review_body(commit: str, anchored: int, unanchored: int) -> str:
+    lines = [f"forksync: {anchored} review item(s) below. On a conflict, the suggestion "
+             "replaces the whole marker region, so **Commit suggestion** resolves it."]
+    if unanchored:
+        lines.append(f"{unanchored} more item(s) could not be placed on the diff; "
+                     "the PR description lists them.")
+    lines.append(review_marker(commit))
+    return "\n\n".join(lines)
+
+
+def unanchored_lines(items: Sequence[dict[str, Any]]) -> list[str]:
+    """The PR body's entries for items that got no review comment, suggestion included."""
+    from .report import fence
+
+    out = []
+    for item in items:
+        start, end = _comment_lines(item)
+        where = f"L{start}" if start == end else f"L{start}–{end}"
+        line = (f"- **{item['id']}** `{item['path']}` {where} ({item.get('tier', '')}): "
+                f"{item.get('question') or item.get('reason', '')}")
+        if item.get("suggestion") is not None:
+            line += ("\n  <details><summary>suggested resolution</summary>\n\n"
+                     + fence(item["suggestion"]) + "\n\n  </details>")
+        out.append(line)
+    return out
+
+
+def offending_comments(exc: BaseException, comments: Sequence[dict[str, Any]]) -> set[int]:
+    """Indexes of the comments a 422 names; all of them when it names none we can match."""
+    errors = getattr(exc, "errors", None) or []
+    text = " ".join([str(exc), *(e if isinstance(e, str) else json.dumps(e) for e in errors)])
+    named = {i for i, c in enumerate(comments)
+             if re.search(rf"(?<![\w/.-]){re.escape(c['path'])}(?![\w/.-])", text)}
+    return named or set(range(len(comments)))
+
+
+# -- what keeps the check failing (pure) -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Remaining:
+    """A marker region left in a file, or an open decision (a question not answered yet)."""
+
+    path: str
+    item_id: str | None  # None: a marker region the plan does not know
+    start_line: int | None = None
+    end_line: int | None = None
+    message: str = ""
+    marker: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "id": self.item_id, "start_line": self.start_line,
+                "end_line": self.end_line, "message": self.message, "marker": self.marker}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Remaining:
+        return cls(d["path"], d.get("id"), d.get("start_line"), d.get("end_line"),
+                   d.get("message", ""), bool(d.get("marker", True)))
+
+
+def item_message(item: dict[str, Any]) -> str:
+    what = item.get("question") or item.get("reason") or "conflict"
+    return f"{item['id']} ({item.get('tier', '')}): {what}"
+
+
+def decision_is_open(item: dict[str, Any], answers: dict[str, str]) -> bool:
+    """A region-less item (flag, whole-file, manual port) that still waits for a person."""
+    if item.get("tier") == "Settled" or item.get("kind") in ("policy", "conflict"):
+        return False
+    return item["id"] not in answers
+
+
+def initial_remaining(plan_json: dict[str, Any], answers: dict[str, str]) -> list[Remaining]:
+    """What is open at commit 1: every conflict region and every unanswered decision."""
+    out = []
+    for f in plan_json.get("files", []):
+        for item in f.get("review_items", []):
+            if item.get("kind") == "conflict" and item.get("start_line") is not None:
+                out.append(Remaining(item["path"], item["id"], item["start_line"],
+                                     item.get("end_line"), item_message(item)))
+            elif decision_is_open(item, answers):
+                out.append(Remaining(item["path"], item["id"], item.get("start_line"),
+                                     item.get("start_line"), item_message(item), marker=False))
+    return out
+
+
+def check_annotations(remaining: Sequence[Remaining]) -> list[dict[str, Any]]:
+    """Failure annotations on marker regions; a warning on each open decision with a line."""
+    out = []
+    for r in remaining:
+        if r.start_line is None:
+            continue
+        out.append({
+            "path": r.path,
+            "start_line": r.start_line,
+            "end_line": r.end_line if r.end_line is not None else r.start_line,
+            "annotation_level": "failure" if r.marker else "warning",
+            "title": (f"{r.item_id or 'conflict'}: conflict markers remain" if r.marker
+                      else f"{r.item_id}: open decision"),
+            "message": (r.message or "Resolve this conflict region.")[:60_000],
+        })
+    return out
+
+
+def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
+                 behind: int = 0) -> tuple[str, str, str]:
+    """(conclusion, title, summary) of the ``forksync`` check."""
+    from .report import render_check_output
+
+    markers: dict[str, int] = {}
+    for r in remaining:
+        if r.marker:
+            markers[r.path] = markers.get(r.path, 0) + 1
+    items = {i["id"]: i for f in plan_json.get("files", []) for i in f.get("review_items", [])}
+    decisions = [items[r.item_id] for r in remaining
+                 if not r.marker and r.item_id is not None and r.item_id in items]
+    title, summary = render_check_output(plan_json, markers, decisions)
+    if behind:
+        summary = (f"**Behind upstream by {behind} PR{'s' if behind != 1 else ''}** merged "
+                   "after this window; `/sync extend` brings them in.\n\n" + summary)
+    conclusion = "failure" if remaining else "success"
+    return conclusion, title[:1000], _clip(summary, MAX_SUMMARY)
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    note = "\n\n… (truncated; the PR description has the full list)"
+    return text[: limit - len(note)] + note
+
+
+# -- local git (run in threads) ------------------------------------------------------
+
+
+def read_config_text(git_dir: str, rev: str) -> str | None:
+    proc = Git(git_dir).run_proc("cat-file", "blob", f"{rev}:{CONFIG_PATH}")
+    return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else None
+
+
+def local_diff(git_dir: str, base: str, head: str) -> str:
+    """The PR diff as GitHub makes it: from the merge base to the head, renames found."""
+    git = Git(git_dir)
+    merge_base = git.text("merge-base", base, head).strip()
+    return git.text("diff", "--no-color", "--no-ext-diff", "-M", merge_base, head, "--")
+
+
+def read_blobs(git_dir: str, rev: str, paths: Iterable[str]) -> dict[str, str | None]:
+    """Text of each path at ``rev``; None where the path is absent or not a file."""
+    out: dict[str, str | None] = {}
+    with CatFile(Git(git_dir)) as cat:
+        for path in paths:
+            try:
+                kind, data = cat.read(f"{rev}:{path}")
+            except GitError:
+                out[path] = None
+                continue
+            out[path] = data.decode("utf-8", "replace") if kind == "blob" else None
+    return out
+
+
+# -- the job --------------------------------------------------------------------------
+
+
+@dataclass
+class PublishResult:
+    """What one ``"sync"`` job did (for logs, the CLI and the benchmark)."""
+
+    fork: str
+    action: str  # opened | resumed | behind | unchanged | refused | not-configured
+    pr_number: int | None = None
+    branch: str | None = None
+    commit: str | None = None
+    writes: int = 0
+    unanchored: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Repos:
+    fork_git: str
+    upstream_git: str
+    fork_url: str
+    fork_html_url: str
+    fork_branch: str
+    fork_main: str
+    upstream_head: str
+
+
+async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: int | None, *,
+                       tip: str | None = None) -> PublishResult:
+    """Job ``"sync"``: open the fork's sync PR, or bring the open one's status up to date."""
+    fork = fork_full_name
+    gh = await ctx.gh_for(installation_id)
+    token = await ctx.git_token_for(installation_id)
+    writes_before = gh.write_count
+    settings, store = ctx.settings, ctx.store
+    state = await asyncio.to_thread(load_fork_state, store, fork)
+    state["installation_id"] = installation_id
+
+    fork_repo = await gh.getitem(f"/repos/{fork}")
+    fork_branch = fork_repo.get("default_branch") or "main"
+    fork_url = settings.clone_url(fork, fork_repo.get("clone_url"))
+    fork_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, fork)
+    await asyncio.to_thread(remote.fetch, fork_git, fork_url,
+                            [f"+refs/heads/{fork_branch}:refs/heads/{fork_branch}"], token)
+    fork_main = Git(fork_git).rev_parse(f"refs/heads/{fork_branch}")
+    config_text = await asyncio.to_thread(read_config_text, fork_git, f"refs/heads/{fork_branch}")
+
+    def result(action: str, **kw: Any) -> PublishResult:
+        return PublishResult(fork, action, writes=gh.write_count - writes_before, **kw)
+
+    if fork_main is None or config_text is None:
+        log.info("%s has no %s on %s: nothing to sync", fork, CONFIG_PATH, fork_branch)
+        return result("not-configured")
+    try:
+        config = _load_config(config_text)
+    except ForksyncError as exc:
+        await _report_error(gh, fork, fork_main, "The forksync config has an error", str(exc))
+        return result("refused")
+    upstream, upstream_branch = config.upstream_repo, config.upstream_branch
+    state.update(upstream=upstream, upstream_branch=upstream_branch, fork_branch=fork_branch)
+
+    upstream_url = await _clone_url(gh, settings, upstream)
+    upstream_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, upstream)
+    await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
+                            [f"+refs/heads/{upstream_branch}:refs/heads/{upstream_branch}"],
+                            token)
+    upstream_head = Git(upstream_git).rev_parse(f"refs/heads/{upstream_branch}")
+    if upstream_head is None:
+        raise GitError(f"the upstream {upstream} has no branch {upstream_branch}")
+    state["last_seen_upstream"] = upstream_head
+    repos = _Repos(fork_git, upstream_git, fork_url,
+                   fork_repo.get("html_url") or f"https://github.com/{fork}", fork_branch,
+                   fork_main, upstream_head)
+    tip_sha = await asyncio.to_thread(_resolve_tip, repos, upstream_branch, tip)
+
+    sync: dict[str, Any] = state.get("sync") or {}
+    if sync.get("pr"):
+        pull = await gh.getitem(f"/repos/{fork}/pulls/{sync['pr']}")
+        if pull.get("state") == "open":
+            action = await _record_behind(ctx, gh, fork, state, repos, pull, tip_sha)
+            return result(action, pr_number=pull["number"], branch=sync["branch"],
+                          commit=sync["commit"])
+        state.pop("sync", None)  # closed or merged: the next window starts from fork main
+        sync = {}
+
+    if (sync.get("commit") and sync.get("ours") == fork_main and sync.get("tip") == tip_sha
+            and sync.get("plan_file") and Path(sync["plan_file"]).exists()
+            and Git(fork_git).rev_parse(sync["commit"]) is not None):
+        plan_json = load_plan(sync)  # a crash interrupted this very sync: go on with it
+        action = "resumed"
+    else:
+        plan_json, commit, report_path = await _run_engine(settings, repos, config, tip_sha)
+        sync = {
+            "branch": sync_branch_name(plan_json["cutoff"]), "commit": commit,
+            "cutoff": plan_json["cutoff"], "tip": plan_json["tip"], "ours": fork_main,
+            "behind": 0, "window_label": plan_json.get("window_label"),
+            "plan_file": await asyncio.to_thread(save_plan, settings, fork, commit, plan_json),
+            "report_url": (f"{repos.fork_html_url}/blob/{commit}/{report_path}"
+                           if report_path else None),
+        }
+        action = "opened"
+    state["sync"] = sync
+    # Remembered before the push: after a crash between push and save, the branch
+    # head is still recognised as the bot's own.
+    remember_pushed(state, sync["commit"])
+    await asyncio.to_thread(save_fork_state, store, fork, state)
+
+    if not await _push(gh, fork, state, repos, token):
+        await asyncio.to_thread(save_fork_state, store, fork, state)
+        return result("refused", branch=sync["branch"], commit=sync["commit"])
+
+    items = comment_items(plan_json)
+    if "unanchored" not in sync:
+        diff = await asyncio.to_thread(local_diff, fork_git, fork_main, sync["commit"])
+        sync["unanchored"] = [i["id"] for i in split_anchored(items, diff)[1]]
+    pr = await _find_or_create_pr(gh, fork, fork_branch, sync, plan_json)
+    sync["pr"] = pr["number"]
+    await asyncio.to_thread(save_fork_state, store, fork, state)
+
+    if sync.get("review_commit") != sync["commit"]:
+        await _post_review_once(gh, fork, pr, sync, plan_json, items)
+        sync["review_commit"] = sync["commit"]
+        await asyncio.to_thread(save_fork_state, store, fork, state)
+
+    remaining = initial_remaining(plan_json, dict(sync.get("answers", {})))
+    sync["remaining"] = [r.to_json() for r in remaining]
+    sync["head"] = sync["commit"]
+    check_id = await upsert_check_run(gh, fork, sync["commit"], plan_json, remaining,
+                                      behind=int(sync.get("behind", 0)))
+    sync.setdefault("check_runs", {})[sync["commit"]] = check_id
+    await asyncio.to_thread(save_fork_state, store, fork, state)
+    return result(action, pr_number=pr["number"], branch=sync["branch"], commit=sync["commit"],
+                  unanchored=list(sync["unanchored"]))
+
+
+def _load_config(text: str) -> Any:
+    from .config import load_config
+
+    return load_config(text, CONFIG_PATH)
+
+
+async def _clone_url(gh: GitHubClient, settings: Settings, full_name: str) -> str:
+    if settings.git_url:
+        return settings.clone_url(full_name)
+    repo = await gh.getitem(f"/repos/{full_name}")
+    return settings.clone_url(full_name, repo.get("clone_url"))
+
+
+def _resolve_tip(repos: _Repos, upstream_branch: str, tip: str | None) -> str:
+    if not tip:
+        return repos.upstream_head
+    from .window import resolve_rev
+
+    return resolve_rev(Git(repos.upstream_git), tip, f"refs/heads/{upstream_branch}", "tip")
+
+
+async def _run_engine(settings: Settings, repos: _Repos, config: Any, tip_sha: str
+                      ) -> tuple[dict[str, Any], str, str | None]:
+    from .engine import sync as engine_sync
+
+    Git(repos.fork_git).run("update-ref", "-d", f"refs/heads/{_LOCAL_WORK_BRANCH}")
+    result = await asyncio.to_thread(
+        engine_sync, repos.fork_git, repos.upstream_git, to_rev=tip_sha, config=config,
+        fork_branch=repos.fork_branch, branch=_LOCAL_WORK_BRANCH,
+        workdir=str(settings.data_dir / "work"))
+    plan_json: dict[str, Any] = result.plan.to_json()
+    return plan_json, result.commit, result.report_path
+
+
+async def _push(gh: GitHubClient, fork: str, state: dict[str, Any], repos: _Repos,
+                token: str) -> bool:
+    """Push commit 1 unless the remote head is a commit the bot did not write."""
+    sync = state["sync"]
+    branch, commit = sync["branch"], sync["commit"]
+    head = await asyncio.to_thread(remote.remote_head, repos.fork_url, branch, token)
+    if head == commit:
+        return True
+    if head is not None and head not in state.get("pushed", []):
+        await _refuse_push(gh, fork, state, head)
+        return False
+    try:
+        await asyncio.to_thread(remote.push_with_lease, repos.fork_git, repos.fork_url, commit,
+                                branch, head, token)
+    except remote.PushRejected:
+        moved = await asyncio.to_thread(remote.remote_head, repos.fork_url, branch, token)
+        if moved == commit:
+            return True
+        await _refuse_push(gh, fork, state, moved or "")
+        return False
+    return True
+
+
+def manual_instructions(branch: str, head: str, upstream: str, tip: str,
+                        fork_branch: str) -> str:
+    """miss-islington style: what happened, and the exact commands to finish by hand."""
+    return (
+        f"forksync did not push the new sync to `{branch}`: the branch is at "
+        f"`{head[:12] or 'an unknown commit'}`, which forksync did not write, and forksync "
+        "never overwrites commits that people pushed.\n\n"
+        "If that work is not needed any more, delete the branch and forksync starts the "
+        "sync again on the next upstream change (or comment `/sync refresh`):\n\n"
+        f"```\ngit push origin --delete {branch}\n```\n\n"
+        "Or make the sync by hand in a clone of the fork and push it:\n\n"
+        "```\n"
+        f"git fetch origin {fork_branch}\n"
+        f"git clone https://github.com/{upstream}.git ../upstream\n"
+        f"forksync sync --fork . --upstream ../upstream --to {tip} --branch {branch}-manual\n"
+        f"git push origin {branch}-manual\n"
+        "```\n"
+    )
+
+
+async def _refuse_push(gh: GitHubClient, fork: str, state: dict[str, Any], head: str) -> None:
+    sync = state["sync"]
+    if sync.get("refused_head") == head:
+        return  # said so already
+    text = manual_instructions(sync["branch"], head, state.get("upstream", ""),
+                               sync.get("tip", ""), state.get("fork_branch", "main"))
+    owner = fork.split("/", 1)[0]
+    pulls = [p async for p in gh.getiter(
+        f"/repos/{fork}/pulls?state=all&head={owner}:{sync['branch']}")]
+    if pulls:
+        await gh.post(f"/repos/{fork}/issues/{pulls[0]['number']}/comments",
+                      data={"body": text})
+    else:
+        await _report_error(gh, fork, sync.get("ours", ""), "forksync could not push", text)
+    sync["refused_head"] = head
+    log.warning("%s: refused to push over %s at %s", fork, sync["branch"], head[:12])
+
+
+async def _report_error(gh: GitHubClient, fork: str, sha: str, title: str, text: str) -> None:
+    """A failure people must fix, with no PR to say it in: a failing check on the fork's head."""
+    await gh.post(f"/repos/{fork}/check-runs", data={
+        "name": CHECK_NAME, "head_sha": sha, "status": "completed", "conclusion": "failure",
+        "output": {"title": title[:1000], "summary": _clip(text, MAX_SUMMARY)}})
+
+
+def render_pr_body(plan_json: dict[str, Any], sync: dict[str, Any]) -> str:
+    """The bot's section of the PR body from the plan and what the state knows now."""
+    from .report import render_body
+
+    unanchored_ids = set(sync.get("unanchored", []))
+    body: str = render_body(
+        plan_json, resolved=set(sync.get("resolved", [])),
+        answers=dict(sync.get("answers", {})), behind=int(sync.get("behind", 0)),
+        unanchored=unanchored_lines([i for i in comment_items(plan_json)
+                                     if i["id"] in unanchored_ids]),
+        report_url=sync.get("report_url"))
+    return body
+
+
+def pr_title(plan_json: dict[str, Any]) -> str:
+    upstream = plan_json.get("upstream", {}).get("repo", "upstream")
+    label = plan_json.get("window_label") or ""
+    conflicts = plan_json.get("summary", {}).get("status", {}).get("conflict", 0)
+    status = f" [{conflicts} conflict files need review]" if conflicts else ""
+    return f"sync({upstream} {label}): 3-way merge{status}"[:256]
+
+
+async def _find_or_create_pr(gh: GitHubClient, fork: str, base: str, sync: dict[str, Any],
+                             plan_json: dict[str, Any]) -> Any:
+    if sync.get("pr"):
+        pull = await gh.getitem(f"/repos/{fork}/pulls/{sync['pr']}")
+        if pull.get("state") == "open":
+            return pull
+    owner = fork.split("/", 1)[0]
+    async for pull in gh.getiter(f"/repos/{fork}/pulls?state=open&head={owner}:{sync['branch']}"):
+        return pull
+    return await gh.post(f"/repos/{fork}/pulls", data={
+        "title": pr_title(plan_json), "head": sync["branch"], "base": base,
+        "body": render_pr_body(plan_json, sync), "draft": True,
+        "maintainer_can_modify": True})
+
+
+async def _pr_diff(gh: GitHubClient, fork: str, number: int) -> str | None:
+    try:
+        text = await gh.getitem(f"/repos/{fork}/pulls/{number}",
+                                accept="application/vnd.github.diff")
+    except BadRequest as exc:  # e.g. 406: too large for GitHub to render
+        log.warning("%s#%d: no PR diff (%s); anchoring on the local diff", fork, number, exc)
+        return None
+    return text if isinstance(text, str) else None
+
+
+async def _post_review_once(gh: GitHubClient, fork: str, pr: Any, sync: dict[str, Any],
+                            plan_json: dict[str, Any], items: list[dict[str, Any]]) -> None:
+    number, commit = pr["number"], sync["commit"]
+    marker = review_marker(commit)
+    async for review in gh.getiter(f"/repos/{fork}/pulls/{number}/reviews"):
+        if marker in (review.get("body") or ""):
+            return
+    diff = await _pr_diff(gh, fork, number)
+    if diff is not None:
+        anchored, unanchored = split_anchored(items, diff)
+    else:
+        known = set(sync.get("unanchored", []))
+        anchored = [i for i in items if i["id"] not in known]
+        unanchored = [i for i in items if i["id"] in known]
+    comments = [review_comment(item) for item in anchored]
+    listed = set(sync.get("unanchored", []))
+    sync["unanchored"] = [i["id"] for i in unanchored]
+    url = f"/repos/{fork}/pulls/{number}/reviews"
+    try:
+        await gh.post(url, data=_review_payload(commit, comments, len(unanchored)))
+    except BadRequest as exc:
+        if exc.status_code != 422:
+            raise
+        bad = offending_comments(exc, comments)
+        log.warning("%s#%d: review rejected (%s); moving %d comment(s) to the PR body",
+                    fork, number, exc, len(bad))
+        unanchored += [anchored[i] for i in sorted(bad)]
+        comments = [c for i, c in enumerate(comments) if i not in bad]
+        sync["unanchored"] = [i["id"] for i in unanchored]
+        await gh.post(url, data=_review_payload(commit, comments, len(unanchored)))
+    if set(sync["unanchored"]) != listed:
+        current = await gh.getitem(f"/repos/{fork}/pulls/{number}")
+        await update_body(gh, fork, number, current.get("body") or "",
+                          render_pr_body(plan_json, sync))
+
+
+def _review_payload(commit: str, comments: list[dict[str, Any]], unanchored: int
+                    ) -> dict[str, Any]:
+    payload: dict[str, Any] = {"commit_id": commit, "event": "COMMENT",
+                               "body": review_body(commit, len(comments), unanchored)}
+    if comments:
+        payload["comments"] = comments
+    return payload
+
+
+async def update_body(gh: GitHubClient, fork: str, number: int, old_body: str,
+                      section: str) -> bool:
+    """Rewrite only the bot's section of the PR body; no request when nothing changed."""
+    from .report import merge_body
+
+    new_body = merge_body(old_body, section)
+    if new_body == old_body:
+        return False
+    await gh.patch(f"/repos/{fork}/pulls/{number}", data={"body": new_body[:MAX_BODY]})
+    return True
+
+
+async def find_check_run(gh: GitHubClient, fork: str, sha: str) -> Any | None:
+    data = await gh.getitem(f"/repos/{fork}/commits/{sha}/check-runs?check_name={CHECK_NAME}")
+    runs = [r for r in (data or {}).get("check_runs", []) if r.get("name") == CHECK_NAME]
+    return runs[0] if runs else None
+
+
+async def upsert_check_run(gh: GitHubClient, fork: str, sha: str, plan_json: dict[str, Any],
+                           remaining: Sequence[Remaining], *, behind: int = 0,
+                           max_batches: int | None = None) -> int:
+    """Find-or-create the ``forksync`` check on ``sha``; send only what differs.
+
+    Annotations go out 50 per request. ``max_batches`` caps those requests (a push
+    rescan keeps to one); the summary still names every remaining file.
+    """
+    conclusion, title, summary = check_output(plan_json, remaining, behind=behind)
+    notes = check_annotations(remaining)
+    batches = [notes[i:i + MAX_ANNOTATIONS] for i in range(0, len(notes), MAX_ANNOTATIONS)]
+    if max_batches is not None:
+        batches = batches[:max_batches]
+    run = await find_check_run(gh, fork, sha)
+    if run is None:
+        run = await gh.post(f"/repos/{fork}/check-runs", data={
+            "name": CHECK_NAME, "head_sha": sha, "status": "completed",
+            "conclusion": conclusion, "external_id": sha,
+            "output": {"title": title, "summary": summary,
+                       "annotations": batches[0] if batches else []}})
+        start = 1
+    else:
+        output = run.get("output") or {}
+        same = (run.get("status") == "completed" and run.get("conclusion") == conclusion
+                and output.get("title") == title and output.get("summary") == summary)
+        # Annotations accumulate on GitHub: after a crash between batches, go on from
+        # the first batch not sent yet rather than send any twice.
+        start = -(-int(output.get("annotations_count") or 0) // MAX_ANNOTATIONS)
+        if same and start >= len(batches):
+            return int(run["id"])
+        if not same:
+            await gh.patch(f"/repos/{fork}/check-runs/{run['id']}", data={
+                "status": "completed", "conclusion": conclusion,
+                "output": {"title": title, "summary": summary,
+                           "annotations": batches[start] if start < len(batches) else []}})
+            start += 1
+    for batch in batches[start:]:
+        await gh.patch(f"/repos/{fork}/check-runs/{run['id']}", data={
+            "output": {"title": title, "summary": summary, "annotations": batch}})
+    return int(run["id"])
+
+
+async def _record_behind(ctx: JobContext, gh: GitHubClient, fork: str, state: dict[str, Any],
+                         repos: _Repos, pull: Any, tip_sha: str) -> str:
+    """A newer upstream while the sync PR is open: say so in the PR, never open another."""
+    from .window import list_window
+
+    sync = state["sync"]
+    behind = 0
+    upstream = Git(repos.upstream_git)
+    if (tip_sha != sync.get("tip") and upstream.rev_parse(sync["tip"])
+            and upstream.is_ancestor(sync["tip"], tip_sha)):
+        behind = len(await asyncio.to_thread(list_window, upstream, sync["tip"], tip_sha))
+    if behind == int(sync.get("behind", 0)):
+        await asyncio.to_thread(save_fork_state, ctx.store, fork, state)
+        return "unchanged"
+    sync["behind"] = behind
+    plan_json = load_plan(sync)
+    await update_body(gh, fork, pull["number"], pull.get("body") or "",
+                      render_pr_body(plan_json, sync))
+    head = pull["head"]["sha"]
+    remaining = ([Remaining.from_json(r) for r in sync["remaining"]] if "remaining" in sync
+                 else initial_remaining(plan_json, dict(sync.get("answers", {}))))
+    check_id = await upsert_check_run(gh, fork, head, plan_json, remaining, behind=behind,
+                                      max_batches=1)
+    sync.setdefault("check_runs", {})[head] = check_id
+    await asyncio.to_thread(save_fork_state, ctx.store, fork, state)
+    return "behind"
+
+
+def publish_from_cli(args: Any) -> int:
+    """``forksync sync --publish`` in a workflow: token mode, the fork is GITHUB_REPOSITORY."""
+    import aiohttp
+
+    from .context import Platform
+    from .settings import Settings as _Settings
+
+    fork = os.environ.get("GITHUB_REPOSITORY", "").strip()
+    if not fork:
+        raise ForksyncError("GITHUB_REPOSITORY: --publish needs the fork as owner/repo "
+                            "(GitHub Actions sets it)")
+    settings = _Settings.from_env(os.environ)
+    if not os.environ.get("FORKSYNC_DATA_DIR"):
+        settings = dataclasses.replace(settings, data_dir=Path(args.workdir or ".forksync"))
+
+    async def run() -> PublishResult:
+        store = Store(settings.db_path)
+        try:
+            async with aiohttp.ClientSession() as session:
+                ctx = Platform(settings, store, session).context()
+                return await publish_sync(ctx, fork, None, tip=args.to_rev)
+        finally:
+            store.close()
+
+    outcome = asyncio.run(run())
+    print(f"{outcome.action}: {fork}#{outcome.pr_number or '-'} {outcome.branch or ''} "
+          f"({outcome.writes} write requests)")
+    return 0 if outcome.action != "refused" else 1
+
+
+__all__ = [
+    "CHECK_NAME", "PublishResult", "Remaining", "anchorable", "check_annotations", "check_output",
+    "comment_items", "decision_is_open", "diff_hunks", "find_check_run", "fork_state_key",
+    "forks_following", "initial_remaining", "is_sync_branch", "item_message",
+    "load_fork_state", "load_plan", "manual_instructions", "publish_from_cli", "publish_sync",
+    "read_blobs", "remember_pushed", "render_pr_body", "review_marker", "save_fork_state",
+    "split_anchored", "sync_branch_name", "update_body", "upsert_check_run",
+]
