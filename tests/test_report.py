@@ -1,0 +1,117 @@
+"""The draft PR body, review comments and check text, rendered from the JSON report."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from bot.markers import find_marker_regions
+from bot.report import (
+    BEGIN,
+    BODY_LIMIT,
+    END,
+    fence,
+    merge_body,
+    render_body,
+    render_check_output,
+    render_review_comment,
+)
+
+
+def _item(n: int, path: str, tier: str = "Decide", kind: str = "conflict") -> dict[str, Any]:
+    return {"id": f"Q{n}", "kind": kind, "path": path, "upstream_path": path, "tier": tier,
+            "reason": "both sides changed the same lines differently",
+            "question": "Keep ours or take theirs?", "choices": ["ours", "theirs"],
+            "start_line": 3, "end_line": 9, "ours": "a\n", "base": "b\n", "theirs": "c\n",
+            "suggestion": None if tier == "Decide" else "a\nc\n", "prs": [12, 14]}
+
+
+def _plan(n_files: int = 2, n_window: int = 3) -> dict[str, Any]:
+    files = [{"path": f"vime/f{i}.py", "upstream_path": f"slime/f{i}.py", "status": "conflict",
+              "policy": None, "note": "", "binary": False,
+              "review_items": [_item(i + 1, f"vime/f{i}.py")]} for i in range(n_files)]
+    files.append({"path": "vime/new.py", "upstream_path": "slime/new.py", "status": "new",
+                  "policy": None, "note": "", "binary": False, "review_items": []})
+    window = [{"number": 100 + i, "title": f"PR {i} | pipes", "author": "alice",
+               "sha": f"{i:040x}", "date": "2026-01-01T00:00:00Z", "kind": "pr"}
+              for i in range(n_window)]
+    return {"schema": "forksync.report/v1", "upstream": {"repo": "THUDM/slime", "branch": "main"},
+            "cutoff": "a" * 40, "tip": "b" * 40, "ours": "c" * 40, "fork_branch": "main",
+            "window_label": "#100..#102", "window": window, "files": files,
+            "summary": {"files": len(files), "status": {"conflict": n_files, "new": 1},
+                        "review_items": n_files, "tiers": {"Decide": n_files}, "prs": n_window,
+                        "commits": n_window}}
+
+
+def test_body_has_structure_counts_checklist_decisions_and_window() -> None:
+    body = render_body(_plan())
+    assert body.startswith(BEGIN) and body.endswith(END)
+    assert "Commit 1 is the 3-way merge" in body
+    assert "- [ ] `vime/f0.py`" in body and "- [ ] `vime/f1.py`" in body
+    assert "**Decide** (2, 2 open)" in body
+    assert "<details><summary>Window: 3 upstream changes</summary>" in body
+    assert "PR 0 \\| pipes" in body  # table cells escape pipes
+
+
+def test_checklist_ticks_resolved_files_and_shows_answers() -> None:
+    body = render_body(_plan(), resolved={"Q1"}, answers={"Q2": "ours"})
+    assert "- [x] `vime/f0.py`" in body and "- [x] `vime/f1.py`" in body
+    assert "answered: ours" in body
+    assert "**Decide** (2, 0 open)" in body
+
+
+def test_behind_upstream_is_shown() -> None:
+    assert "Behind upstream by 3 PRs" in render_body(_plan(), behind=3)
+
+
+def test_huge_plan_stays_under_the_limit_and_links_the_report() -> None:
+    plan = _plan(n_files=900, n_window=3000)
+    body = render_body(plan, report_url="https://example.test/blob/x/.forksync/reports/r.md")
+    assert len(body) <= BODY_LIMIT
+    assert body.startswith(BEGIN) and body.rstrip().endswith(END)
+    assert "r.md" in body
+
+
+def test_merge_body_rewrites_only_the_bot_section() -> None:
+    old = "People wrote this.\n\n" + render_body(_plan()) + "\n\nAnd this after."
+    new = merge_body(old, render_body(_plan(), resolved={"Q1", "Q2"}))
+    assert new.startswith("People wrote this.") and new.endswith("And this after.")
+    assert "- [x] `vime/f0.py`" in new
+    assert new.count(BEGIN) == 1
+    # A body without our section (a person deleted it) gets it back, their text kept.
+    assert merge_body("only people", render_body(_plan())).endswith("only people")
+
+
+def test_review_comment_suggestion_replaces_the_region_and_cannot_be_broken_out() -> None:
+    item = _item(1, "vime/f0.py", tier="Settled")
+    item["suggestion"] = "code with ``` fence inside\n"
+    text = render_review_comment(item)
+    assert "````suggestion\ncode with ``` fence inside\n````" in text
+    decide = render_review_comment(_item(2, "vime/f1.py"))
+    assert "```suggestion\nc\n```" in decide  # one click takes theirs
+    assert "/sync answer Q2" in decide and "#12, #14" in decide
+
+
+def test_fence_is_longer_than_any_backtick_run() -> None:
+    assert fence("a ```` b").startswith("`````")
+
+
+def test_check_output_counts_markers_and_decisions() -> None:
+    plan = _plan()
+    title, summary = render_check_output(plan, {"vime/f0.py": 2}, [plan["files"][1]
+                                                                    ["review_items"][0]])
+    assert title.startswith("2 conflict marker regions in 1 file, 1 open decision")
+    assert "`vime/f0.py`: 2" in summary and "Q2" in summary
+    done_title, _ = render_check_output(plan, {}, [])
+    assert done_title == "All conflicts resolved"
+
+
+def test_plan_json_roundtrip_is_stable() -> None:
+    from bot.model import plan_from_json
+
+    plan = _plan()
+    plan["merged_tree"] = "d" * 40
+    again = plan_from_json(copy.deepcopy(plan)).to_json()
+    assert [f["path"] for f in again["files"]] == [f["path"] for f in plan["files"]]
+    assert again["files"][0]["review_items"][0]["prs"] == [12, 14]
+    assert find_marker_regions("") == []

@@ -1,0 +1,64 @@
+"""The window: cutoff from trailers, tips by SHA/branch/#N, the PR list, rewritten history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.errors import GitError, WindowError
+from bot.git import Git
+from bot.window import check_ancestry, find_cutoff, list_window, resolve_rev
+from tests.factory import Scenario
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Scenario:
+    s = Scenario(tmp_path)
+    s.sync_fork()
+    s.upstream_pr(4, "Add retries", "alice", files={"slime/retry.py": "x = 1\n"})
+    s.upstream_merge_pr(5, "Stream rollouts", "bob", commits=[{"slime/stream.py": "y = 2\n"}])
+    s.upstream_commit("Fix typo", "carol", files={"slime/retry.py": "x = 2\n"})
+    s.upstream_pr(6, "Tune retries (v2)", "dana", files={"slime/retry.py": "x = 3\n"})
+    return s
+
+
+def test_cutoff_is_the_newest_trailer_on_first_parent_history(scenario: Scenario) -> None:
+    fork = Git(scenario.fork_git)
+    assert find_cutoff(fork, "main", "THUDM/slime") == scenario.cutoff
+    # A trailer naming another upstream is not ours to follow.
+    assert find_cutoff(fork, "main", "someone/else") is None
+
+
+def test_window_lists_squash_merge_and_plain_commits_oldest_first(scenario: Scenario) -> None:
+    up = Git(scenario.upstream_git)
+    entries = list_window(up, scenario.cutoff, scenario.tip)
+    assert [e.number for e in entries] == [4, 5, None, 6]
+    assert entries[0].title == "Add retries" and entries[0].author == "alice"
+    assert entries[1].title == "Stream rollouts"  # the merge's body line, not its subject
+    assert entries[2].title == "Fix typo" and entries[2].number is None
+    assert entries[3].title == "Tune retries (v2)"
+    assert entries[3].sha == scenario.tip
+    assert all(len(e.sha) == 40 and e.date for e in entries)
+
+
+def test_tip_can_be_a_pr_number_a_branch_or_a_sha(scenario: Scenario) -> None:
+    up = Git(scenario.upstream_git)
+    assert resolve_rev(up, "#4", "refs/heads/main", "--to") == scenario.prs[4]
+    assert resolve_rev(up, "#5", "refs/heads/main", "--to") == scenario.prs[5]
+    assert resolve_rev(up, "main", "refs/heads/main", "--to") == scenario.tip
+    assert resolve_rev(up, scenario.tip[:12], "refs/heads/main", "--to") == scenario.tip
+    with pytest.raises(WindowError, match="#99"):
+        resolve_rev(up, "#99", "refs/heads/main", "--to")
+    with pytest.raises(GitError, match="nope"):
+        resolve_rev(up, "nope", "refs/heads/main", "--to")
+
+
+def test_force_push_is_named_with_both_shas(scenario: Scenario) -> None:
+    up = Git(scenario.upstream_git)
+    cutoff = scenario.prs[5]
+    scenario.upstream_force_push(scenario.prs[4])
+    scenario.upstream_pr(7, "Different history", "erin", files={"slime/other.py": "z\n"})
+    with pytest.raises(WindowError) as err:
+        check_ancestry(up, cutoff, scenario.tip)
+    assert cutoff[:12] in str(err.value) and scenario.tip[:12] in str(err.value)
