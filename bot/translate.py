@@ -43,7 +43,7 @@ BINARY_SNIFF_BYTES = 8000
 # Seconds one text (a file's content or a path) may spend in matching, plus a
 # share per megabyte so that a big, legitimate file is not cut off.
 TIME_LIMIT = 2.0
-TIME_PER_MB = 1.0
+TIME_PER_MB = 2.0
 # How long each rule alone gets when finding the culprit after a timeout.
 _BLAME_LIMIT = 0.5
 
