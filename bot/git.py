@@ -12,9 +12,8 @@ import re
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from .errors import GitError
 
@@ -66,8 +65,9 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(NamedTuple):
+    """One entry of a tree object (a NamedTuple: trees are parsed by the thousand)."""
+
     mode: str  # "100644", "100755", "120000", "160000", "040000"
     oid: str
     name: str
@@ -182,6 +182,7 @@ class CatFile:
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=git._env,
         )
         self._lock = threading.Lock()
+        self._trees: dict[str, list[TreeEntry]] = {}
 
     def read(self, oid: str) -> tuple[str, bytes]:
         """Return (type, content) of an object; raises GitError if it is missing."""
@@ -219,18 +220,16 @@ class CatFile:
         return out
 
     def trees(self, oids: Sequence[str]) -> list[list[TreeEntry]]:
-        result = []
-        for oid, (kind, data) in zip(oids, self.read_many(oids), strict=True):
+        """Parsed trees; each OID is read and parsed once per CatFile (trees are immutable)."""
+        missing = sorted({oid for oid in oids if oid not in self._trees})
+        for oid, (kind, data) in zip(missing, self.read_many(missing), strict=True):
             if kind != "tree":
                 raise GitError(f"git cat-file: {oid} is a {kind}, not a tree")
-            result.append(parse_tree(data))
-        return result
+            self._trees[oid] = parse_tree(data, oid_bytes=len(oid) // 2)
+        return [self._trees[oid] for oid in oids]
 
     def tree(self, oid: str) -> list[TreeEntry]:
-        kind, data = self.read(oid)
-        if kind != "tree":
-            raise GitError(f"git cat-file: {oid} is a {kind}, not a tree")
-        return parse_tree(data)
+        return self.trees([oid])[0]
 
     def close(self) -> None:
         if self._proc.stdin:
@@ -255,22 +254,18 @@ def _read_exact(stream: IO[bytes], size: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_tree(data: bytes) -> list[TreeEntry]:
-    """Parse a raw tree object (``mode SP name NUL oid20``, repeated)."""
-    entries = []
-    pos = 0
-    n = len(data)
-    while pos < n:
-        sp = data.index(b" ", pos)
-        nul = data.index(b"\0", sp)
-        mode = data[pos:sp].decode()
-        if len(mode) == 5:
-            mode = "0" + mode
-        name = data[sp + 1:nul].decode("utf-8", "surrogateescape")
-        oid = data[nul + 1:nul + 21].hex()
-        entries.append(TreeEntry(mode, oid, name))
-        pos = nul + 21
-    return entries
+_TREE_ENTRY = re.compile(rb"(\d+) ([^\0]*)\0(.{20})", re.S)
+_TREE_ENTRY_256 = re.compile(rb"(\d+) ([^\0]*)\0(.{32})", re.S)
+
+
+def parse_tree(data: bytes, *, oid_bytes: int = 20) -> list[TreeEntry]:
+    """Parse a raw tree object (``mode SP name NUL oid``, repeated)."""
+    pattern = _TREE_ENTRY if oid_bytes == 20 else _TREE_ENTRY_256
+    return [
+        TreeEntry(MODE_TREE if mode == b"40000" else mode.decode(), oid.hex(),
+                  name.decode("utf-8", "surrogateescape"))
+        for mode, name, oid in pattern.findall(data)
+    ]
 
 
 class TreeWriter:
