@@ -53,6 +53,47 @@ SETTINGS_KEY: web.AppKey[Settings] = web.AppKey("settings", Settings)
 METRICS_KEY: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 ROUTER_KEY: web.AppKey[routing.Router] = web.AppKey("router", routing.Router)
 WAKE_KEY: web.AppKey[Callable[[], None]] = web.AppKey("wake")
+WRITER_KEY: web.AppKey[DeliveryWriter] = web.AppKey("delivery_writer")
+
+
+class DeliveryWriter:
+    """Group commit for intake: concurrent deliveries share one SQLite transaction.
+
+    Each request still waits until its own delivery is on disk; while one batch is
+    being committed, the next one gathers. Under a burst this turns N fsyncs into a
+    handful, which is what keeps p99 intake latency in milliseconds.
+    """
+
+    def __init__(self, store: Store, max_batch: int = 500) -> None:
+        self.store = store
+        self.max_batch = max_batch
+        self._pending: list[tuple[tuple[str, str, bytes, str | None], asyncio.Future[bool]]] = []
+        self._drainer: asyncio.Task[None] | None = None
+
+    async def record(self, delivery_id: str, event: str, payload: bytes,
+                     job_key: str | None) -> bool:
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending.append(((delivery_id, event, payload, job_key), future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain())
+        # shield: a client hanging up must not cancel the write under other requests.
+        return await asyncio.shield(future)
+
+    async def _drain(self) -> None:
+        while self._pending:
+            batch = self._pending[:self.max_batch]
+            del self._pending[:self.max_batch]
+            try:
+                results = await asyncio.to_thread(self.store.record_deliveries,
+                                                  [item for item, _ in batch])
+            except Exception as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), stored in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(stored)
 
 
 # -- intake -------------------------------------------------------------------
@@ -70,6 +111,7 @@ def make_app(settings: Settings, store: Store, router: routing.Router, *,
     app[STORE_KEY] = store
     app[METRICS_KEY] = metrics
     app[ROUTER_KEY] = router
+    app[WRITER_KEY] = DeliveryWriter(store)
     pool: WorkerPool | None = None
     if dispatcher is not None:
         pool = WorkerPool(store, dispatcher, settings.workers, metrics=metrics,
@@ -140,10 +182,8 @@ async def webhook(request: web.Request) -> web.Response:
         metrics.inc("forksync_deliveries_total", result="ignored")
         return web.json_response({"status": "ignored", "event": event_name})
 
-    store = app[STORE_KEY]
     try:
-        stored = await asyncio.to_thread(store.record_delivery, delivery_id, event_name,
-                                         payload, job_key=job_key(data))
+        stored = await app[WRITER_KEY].record(delivery_id, event_name, payload, job_key(data))
     except Exception:
         log.exception("cannot store delivery %s", delivery_id)
         metrics.inc("forksync_deliveries_rejected_total", reason="storage")
@@ -212,7 +252,7 @@ class WorkerPool:
     def __init__(self, store: Store, dispatcher: Dispatcher, count: int, *,
                  metrics: Metrics | None = None, poll_interval: int = 0,
                  idle_wait: float = 1.0, job_timeout: float = 3600.0,
-                 shutdown_grace: float = 20.0, name: str | None = None) -> None:
+                 shutdown_grace: float = 8.0, name: str | None = None) -> None:
         self.store = store
         self.dispatcher = dispatcher
         self.count = count
@@ -502,7 +542,8 @@ async def serve(settings: Settings, *, router: routing.Router | None = None,
                        platform=platform)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, settings.host, settings.port)
+        # A deep backlog: a burst of deliveries must not wait for SYN retransmits.
+        site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
         await site.start()
         port = _bound_port(runner) or settings.port
         log.info("forksync serving on %s:%d (%s mode, %d workers, poll every %ss)",
@@ -526,7 +567,11 @@ def _bound_port(runner: web.AppRunner) -> int | None:
 
 
 def run_server(settings: Settings) -> None:
-    """Blocking entry for ``forksync serve``: SIGTERM/SIGINT finish running jobs, then exit."""
+    """Blocking entry for ``forksync serve``: SIGTERM/SIGINT finish running jobs, then exit.
+
+    Raises ``SettingsError`` before anything starts if a server-only setting is missing.
+    """
+    settings.require_server()
     logging.basicConfig(level=settings.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -544,12 +589,10 @@ def run_server(settings: Settings) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python -m bot.server``: read the environment once and serve."""
     try:
-        settings = Settings.from_env(os.environ)
-        settings.require_server()
+        run_server(Settings.from_env(os.environ))
     except SettingsError as exc:
-        print(f"forksync: {exc}", file=sys.stderr)
+        print(f"forksync: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    run_server(settings)
     return 0
 
 

@@ -209,6 +209,18 @@ async def test_duplicate_delivery_is_stored_once(server: Running) -> None:
     assert server.store.count_deliveries() == 1 and len(server.store.list_jobs()) == 1
 
 
+async def test_concurrent_deliveries_share_commits_and_none_is_lost(server: Running) -> None:
+    bodies = [json.dumps({"repository": {"full_name": f"o/r{i % 3}"}, "i": i}).encode()
+              for i in range(60)]
+    # d-0 .. d-59, and d-0 .. d-9 again in the same burst: duplicates inside one batch
+    sends = [(b, headers(b, delivery=f"d-{i}")) for i, b in enumerate(bodies)]
+    sends += sends[:10]
+    results = await asyncio.gather(*(server.post(b, h) for b, h in sends))
+    codes = [status for status, _ in results]
+    assert codes.count(202) == 60 and codes.count(200) == 10
+    assert server.store.count_deliveries() == 60 and len(server.store.list_jobs()) == 60
+
+
 async def test_ping_and_unhandled_events_are_2xx(server: Running) -> None:
     ping = json.dumps({"zen": "Keep it logically awesome.", "hook_id": 1}).encode()
     status, body = await server.post(ping, headers(ping, "ping", "p-1"))
