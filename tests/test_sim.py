@@ -383,14 +383,19 @@ async def test_comments_reactions_and_the_issue_comment_webhook(
                             data={"body": "All good!"})
     assert edited["body"] == "All good!"
     with pytest.raises(BadRequest) as too_long:
-        await gh.post(f"/repos/{REPO}/issues/{pr['number']}/comments", data={"body": "x" * 65537})
+        await gh.post(f"/repos/{REPO}/issues/{pr['number']}/comments",
+                      data={"body": "x" * 65537})
     assert too_long.value.status_code == 422
-    bodies = [c["body"] async for c in gh.getiter(f"/repos/{REPO}/issues/{pr['number']}/comments")]
+    url = f"/repos/{REPO}/issues/{pr['number']}/comments"
+    bodies = [c["body"] async for c in gh.getiter(url)]
     assert bodies == ["/sync status", "All good!"]
     assert sim.issue_comments(REPO, pr["number"])[0].reactions[0].content == "eyes"
     await sim.wait_deliveries()
-    # The bot's own comment comes back as a webhook too, as on github.com.
-    assert receiver.events[-1].data["sender"]["type"] == "Bot"
+    # The bot's own comment and edit come back as webhooks too, as on github.com.
+    created, edited = receiver.events[-2:]
+    assert (created.data["action"], created.data["sender"]["type"]) == ("created", "Bot")
+    assert edited.data["action"] == "edited"
+    assert edited.data["changes"] == {"body": {"from": "All good."}}
     assert sim.violations == []
 
 
@@ -536,3 +541,95 @@ def test_standalone_module_has_a_cli() -> None:
                          cwd=Path(__file__).resolve().parents[1], capture_output=True,
                          text=True, check=True)
     assert "--bot-url" in out.stdout and "--secret" in out.stdout
+
+
+async def test_bot_edits_and_checks_come_back_as_webhooks_only_where_installed(
+        sim: Simulator, gh: GitHubAPI, work: Path, receiver: Receiver) -> None:
+    pr = await open_sync_pr(sim, gh, work)
+    await gh.patch(f"/repos/{REPO}/pulls/{pr['number']}", data={"body": "report v2"})
+    run = await gh.post(f"/repos/{REPO}/check-runs", data={
+        "name": "forksync", "head_sha": pr["head"]["sha"], "status": "in_progress"})
+    await gh.patch(f"/repos/{REPO}/check-runs/{run['id']}", data={"conclusion": "success"})
+    sim.create_repo("stranger", "repo", work, install=False)
+    await sim.commit("stranger/repo", "main", {"x": "y"}, "not ours")
+    await sim.wait_deliveries()
+    kinds = [(e.event, e.data.get("action")) for e in receiver.events]
+    assert kinds == [("push", None), ("pull_request", "opened"), ("pull_request", "edited"),
+                     ("check_run", "created"), ("check_run", "completed")]
+    assert receiver.events[2].data["changes"] == {"body": {"from": "report"}}
+    assert sim.violations == []
+
+
+async def test_installation_lifecycle_and_token_expiry(
+        sim: Simulator, work: Path, receiver: Receiver) -> None:
+    sim.create_repo("org", "a", work, install=False)
+    sim.create_repo("org", "b", work, install=False)
+    inst = await sim.install("org", ["org/a"])
+    await sim.add_installation_repos("org", ["org/b"])
+    token = sim.issue_token(inst)
+    async with aiohttp.ClientSession() as session:
+        gh = GitHubAPI(session, "t", oauth_token=token, base_url=sim.base_url)
+        assert (await gh.getitem("/repos/org/b"))["full_name"] == "org/b"
+        with pytest.raises(BadRequest) as hidden:
+            await gh.getitem(f"/repos/{REPO}")  # another account's installation
+        assert hidden.value.status_code == 404
+        sim.expire_tokens()
+        with pytest.raises(BadRequest) as expired:
+            await gh.getitem("/repos/org/b")
+        assert expired.value.status_code == 401
+        await sim.uninstall("org")
+        with pytest.raises(LookupError):
+            sim.issue_token("org/a")
+    await sim.wait_deliveries()
+    kinds = [(e.event, e.data.get("action")) for e in receiver.events]
+    assert kinds == [("installation", "created"), ("installation_repositories", "added"),
+                     ("installation", "deleted")]
+    assert [r["full_name"] for r in receiver.events[1].data["repositories_added"]] == ["org/b"]
+    assert sim.violations == []
+
+
+async def test_content_creation_is_held_to_githubs_secondary_limits(
+        github_sim: Simulator, work: Path) -> None:
+    github_sim.content_limits = (3, 500)
+    github_sim.create_repo(OWNER, NAME, work)
+    async with aiohttp.ClientSession() as session:
+        gh = GitHubAPI(session, "t", oauth_token=github_sim.issue_token(REPO),
+                       base_url=github_sim.base_url)
+        pr = await open_sync_pr(github_sim, gh, work)  # the first content-creating POST
+        for i in range(2):
+            await gh.post(f"/repos/{REPO}/issues/{pr['number']}/comments", data={"body": f"{i}"})
+        with pytest.raises(BadRequest) as limited:
+            await gh.post(f"/repos/{REPO}/issues/{pr['number']}/comments", data={"body": "3"})
+        assert limited.value.status_code == 403
+        assert "secondary rate limit" in str(limited.value)
+    assert len(github_sim.issue_comments(REPO, pr["number"])) == 2
+    assert len(github_sim.violations) == 1 and "secondary rate limit" in github_sim.violations[0]
+
+
+async def test_operations_the_simulator_lacks_are_listed(sim: Simulator, gh: GitHubAPI) -> None:
+    with pytest.raises(BadRequest) as missing:
+        await gh.getitem(f"/repos/{REPO}/labels")
+    assert missing.value.status_code == 404
+    assert sim.unimplemented == ["GET /repos/{owner}/{repo}/labels"]
+    assert sim.violations == []  # a real GitHub operation: not the caller's fault
+
+
+def test_standalone_server_serves_a_repository(work: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.sim", "--port", "0", "--root", str(tmp_path / "sim"),
+         "--repo", f"{REPO}={work}"],
+        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        repo_line = proc.stdout.readline()
+        base_line = proc.stdout.readline()
+        token = re.search(r"token (\S+)", repo_line)
+        base = re.search(r"on (http://\S+)", base_line)
+        assert token and base, (repo_line, base_line)
+        clone = git(tmp_path, "-c", f"http.extraHeader=Authorization: token {token[1]}",
+                    "clone", "-q", f"{base[1]}/{REPO}.git", "clone", check=False)
+        assert clone.returncode == 0, clone.stderr
+        assert (tmp_path / "clone" / "f.txt").read_text() == BASE_TEXT
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -28,7 +28,7 @@ def main() -> None:
         sim.create_repo(owner, repo, path or None)
         print(f"repo {name}: {sim.git_url(name)}  installation {sim.installation_id(name)}  "
               f"token {sim.issue_token(name)}")
-    key = (args.root or Path(".")) / "github-sim-app-key.pem"
+    key = sim.root / "app-key.pem"
     key.write_text(sim.private_key_pem)
     print(f"GitHub simulator on {sim.base_url} (app id {sim.app_id}, private key {key})",
           flush=True)

@@ -423,11 +423,16 @@ class Api:
                 f"body is too long (maximum is {BODY_LIMIT} characters)"))
         if "base" in body and await self.branch_sha(repo, str(body["base"])) is None:
             raise validation_failed("PullRequest", "base", "invalid")
-        if "title" in body:
+        changes: JSON = {}
+        if "title" in body and body["title"] != pr.title:
+            changes["title"] = {"from": pr.title}
             pr.title = str(body["title"])
-        if "body" in body:
+        if "body" in body and text != pr.body:
+            changes["body"] = {"from": pr.body or ""}
             pr.body = text
-        if "base" in body:
+        if "base" in body and body["base"] != pr.base_ref:
+            changes["base"] = {"ref": {"from": pr.base_ref},
+                               "sha": {"from": await self.branch_sha(repo, pr.base_ref) or ""}}
             pr.base_ref = str(body["base"])
         if "maintainer_can_modify" in body:
             pr.maintainer_can_modify = bool(body["maintainer_can_modify"])
@@ -438,6 +443,9 @@ class Api:
             pr.state, pr.closed_at, action = "open", None, "reopened"
         pr.updated_at = now()
         data = await self.pull_json(repo, pr)
+        if changes:
+            await self.sim.events.pull_request(repo, pr, "edited", sender=self.author(call),
+                                               changes=changes)
         if action is not None:
             await self.sim.events.pull_request(repo, pr, action, sender=self.author(call))
         return respond(data)
@@ -620,9 +628,14 @@ class Api:
         if len(text) > BODY_LIMIT:
             raise validation_failed("IssueComment", "body", message=(
                 f"Body is too long (maximum is {BODY_LIMIT} characters)"))
-        comment.body = text
+        old_body, comment.body = comment.body, text
         comment.updated_at = now()
-        return respond(self.render.issue_comment(comment, repo))
+        data = self.render.issue_comment(comment, repo)
+        if old_body != text:
+            await self.sim.events.issue_comment(
+                repo, self.state.pulls[(repo.full_name, comment.number)], comment,
+                action="edited", sender=user, old_body=old_body)
+        return respond(data)
 
     def _issue_comment(self, repo: Repo, comment_id: str) -> IssueComment:
         comment = self.state.issue_comments.get(int(comment_id))
@@ -702,7 +715,9 @@ class Api:
         self._check_status(run, body)
         self._check_output(run, body)
         self.state.check_runs[run.id] = run
-        return respond(await self.check_run_json(repo, run), 201)
+        data = await self.check_run_json(repo, run)
+        await self.sim.events.check_run(repo, run, "created", self.author(call))
+        return respond(data, 201)
 
     def _check_run(self, repo: Repo, run_id: str) -> CheckRun:
         run = self.state.check_runs.get(int(run_id))
@@ -717,9 +732,13 @@ class Api:
             raise ApiError(403, "You must authenticate via a GitHub App.")
         run = self._check_run(repo, call.params["check_run_id"])
         body = call.body or {}
+        was_completed = run.status == "completed"
         self._check_status(run, body)
         self._check_output(run, body)
-        return respond(await self.check_run_json(repo, run))
+        data = await self.check_run_json(repo, run)
+        if run.status == "completed" and not was_completed:
+            await self.sim.events.check_run(repo, run, "completed", self.author(call))
+        return respond(data)
 
     @route("GET", "/repos/{owner}/{repo}/check-runs/{check_run_id}")
     async def get_check_run(self, call: Call) -> web.StreamResponse:

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from .server import Simulator
 
 MAX_PUSH_COMMITS = 20  # github.com lists at most 20 commits in a push payload
+# Every App gets these without subscribing to them.
+ALWAYS_DELIVERED = frozenset({"installation", "installation_repositories"})
 
 
 def noreply_email(user: User) -> str:
@@ -37,6 +39,12 @@ class Events:
         return payload, inst.id if inst else None
 
     def _send(self, event: str, payload: JSON, installation_id: int | None) -> None:
+        """Deliver like GitHub: only to an installation that covers the repo and subscribes."""
+        inst = self.sim.state.installations.get(installation_id or -1)
+        if inst is None:
+            return
+        if event not in ALWAYS_DELIVERED and event not in inst.events:
+            return
         self.sim.webhooks.send(event, payload, installation_id=installation_id)
 
     async def ref_changes(self, repo: Repo, before: dict[str, str], after: dict[str, str],
@@ -101,7 +109,8 @@ class Events:
         }
 
     async def pull_request(self, repo: Repo, pr: PullRequest, action: str, *, sender: User,
-                           before: str | None = None, after: str | None = None) -> None:
+                           before: str | None = None, after: str | None = None,
+                           changes: JSON | None = None) -> None:
         envelope, inst = self._envelope(repo, sender)
         pull = await self.sim.pull_json(repo, pr, full=True)
         pull |= {k: v for k, v in envelope["repository"].items() if k.startswith("allow_")
@@ -111,12 +120,18 @@ class Events:
         payload: JSON = {"action": action, "number": pr.number, "pull_request": pull}
         if action == "synchronize":
             payload |= {"before": before, "after": after}
+        if action == "edited":
+            payload["changes"] = changes or {}
         self._send("pull_request", payload | envelope, inst)
 
-    async def issue_comment(self, repo: Repo, pr: PullRequest, comment: IssueComment) -> None:
-        envelope, inst = self._envelope(repo, comment.user)
-        payload: JSON = {"action": "created", "issue": await self._issue(repo, pr),
+    async def issue_comment(self, repo: Repo, pr: PullRequest, comment: IssueComment, *,
+                            action: str = "created", sender: User | None = None,
+                            old_body: str | None = None) -> None:
+        envelope, inst = self._envelope(repo, sender or comment.user)
+        payload: JSON = {"action": action, "issue": await self._issue(repo, pr),
                          "comment": self.sim.render.issue_comment(comment, repo)}
+        if action == "edited":
+            payload["changes"] = {"body": {"from": old_body or ""}}
         self._send("issue_comment", payload | envelope, inst)
 
     async def _issue(self, repo: Repo, pr: PullRequest) -> JSON:
@@ -152,6 +167,25 @@ class Events:
             "repositories": [{"id": r.id, "node_id": render.repo(r)["node_id"], "name": r.name,
                               "full_name": r.full_name, "private": r.private} for r in repos],
             "requester": None, "sender": render.user(sender)}
+        self._send("installation", payload, inst.id)
+
+    async def installation_repositories(self, inst: Installation, repos: list[Repo],
+                                        action: str, sender: User) -> None:
+        def short(r: Repo) -> JSON:
+            return {"id": r.id, "node_id": self.sim.render.repo(r)["node_id"], "name": r.name,
+                    "full_name": r.full_name, "private": r.private}
+        payload: JSON = {
+            "action": action, "installation": self.sim.render.installation(inst),
+            "repository_selection": "all" if inst.repositories is None else "selected",
+            "repositories_added": [short(r) for r in repos] if action == "added" else [],
+            "repositories_removed": [short(r) for r in repos] if action == "removed" else [],
+            "requester": None, "sender": self.sim.render.user(sender)}
+        self._send("installation_repositories", payload, inst.id)
+
+    async def installation_deleted(self, inst: Installation, sender: User) -> None:
+        payload: JSON = {"action": "deleted", "installation": self.sim.render.installation(inst),
+                         "repositories": [], "requester": None,
+                         "sender": self.sim.render.user(sender)}
         self._send("installation", payload, inst.id)
 
     async def check_run(self, repo: Repo, run: CheckRun, action: str, sender: User) -> None:

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
+from datetime import timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -83,13 +84,17 @@ class Simulator:
 
     def __init__(self, *, bot_url: str | None = None, webhook_secret: str = "sim-webhook-secret",
                  root: Path | None = None, host: str = "127.0.0.1", port: int = 0,
-                 app_id: int = 424242, check_responses: bool = True) -> None:
+                 app_id: int = 424242, check_responses: bool = True,
+                 content_limits: tuple[int, int] | None = (80, 500)) -> None:
         self.host = host
         self.port = port
         self.app_id = app_id
         self.webhook_secret = webhook_secret
         self.private_key_pem, self.public_key_pem = _app_key()
         self.check_responses = check_responses
+        # GitHub's secondary limits on content-creating requests: per minute, per hour.
+        self.content_limits = content_limits
+        self._content_times: dict[str, list[float]] = {}
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if root is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="github-sim-")
@@ -317,6 +322,7 @@ class Simulator:
             if problems:
                 self.violations.extend(problems)
                 raise ApiError(422, "Invalid request.\n\n" + "\n".join(problems))
+            self._enforce_content_limits(request, record, request_id)
             call = Call(request, match.operation.template, match.params, body, token, app_jwt)
             response = await self.api.dispatch(call)
             if response is None:
@@ -335,6 +341,24 @@ class Simulator:
             self.response_violations.extend(
                 self.spec.validate_response(match, response.status, data))
         return response
+
+    def _enforce_content_limits(self, request: web.Request, record: RequestRecord,
+                                request_id: str) -> None:
+        """Answer like GitHub when one caller creates content too fast (and flag the caller)."""
+        if self.content_limits is None or request.method != "POST" or record.kind != "api":
+            return
+        per_minute, per_hour = self.content_limits
+        moment = time.time()
+        times = self._content_times.setdefault(record.actor or request.remote or "?", [])
+        times[:] = [t for t in times if moment - t < 3600]
+        in_minute = sum(1 for t in times if moment - t < 60)
+        if in_minute >= per_minute or len(times) >= per_hour:
+            self.violations.append(
+                f"POST {request.path}: secondary rate limit, more than {per_minute} "
+                f"content-creating requests a minute or {per_hour} an hour")
+            raise ApiError(403, SECONDARY_RATE_LIMIT_MESSAGE.format(request_id),
+                           headers={"Retry-After": "60"})
+        times.append(moment)
 
     def _authenticate(self, request: web.Request, match: Match) -> tuple[Token | None, bool]:
         header = request.headers.get("Authorization", "")
@@ -705,6 +729,33 @@ class Simulator:
             await self.events.installation_created(inst, self.state.user(sender or owner))
             return inst.id
         return await self._on_loop(go())
+
+    async def add_installation_repos(self, owner: str, repositories: list[str], *,
+                                     sender: str | None = None) -> None:
+        """Add repos to a selected-repos installation; sends ``installation_repositories``."""
+        async def go() -> None:
+            inst = self._new_installation(owner, repositories)
+            repos = [self.state.repos[name] for name in repositories]
+            await self.events.installation_repositories(inst, repos, "added",
+                                                        self.state.user(sender or owner))
+        await self._on_loop(go())
+
+    async def uninstall(self, owner: str, *, sender: str | None = None) -> None:
+        """Remove the App from an account; its tokens stop working; sends ``deleted``."""
+        async def go() -> None:
+            for inst in list(self.state.installations.values()):
+                if inst.account.login == owner:
+                    await self.events.installation_deleted(inst, self.state.user(sender or owner))
+                    del self.state.installations[inst.id]
+                    for token in self.state.tokens.values():
+                        if token.installation_id == inst.id:
+                            token.expires_at = now()
+        await self._on_loop(go())
+
+    def expire_tokens(self) -> None:
+        """Make every token issued so far expired (to test refreshing them)."""
+        for token in self.state.tokens.values():
+            token.expires_at = now() - timedelta(seconds=1)
 
     async def comment(self, repo: str, number: int, user: str, body: str) -> IssueComment:
         """``user`` writes an issue comment on PR ``number``; sends ``issue_comment`` created."""
