@@ -221,20 +221,34 @@ def compile_glob(glob: str) -> re.Pattern[str]:
     return re.compile(fnmatch.translate(glob))
 
 
+class GlobSet:
+    """A precompiled test for "matches any of these globs" (never true for none).
+
+    A class rather than a closure so that configs stay picklable.
+    """
+
+    __slots__ = ("_match", "globs")
+
+    def __init__(self, globs: Iterable[str]) -> None:
+        self.globs = tuple(dict.fromkeys(globs))
+        if not self.globs:
+            self._match = None
+        elif len(self.globs) == 1:
+            self._match = compile_glob(self.globs[0]).match
+        else:
+            parts = "|".join(f"(?:{compile_glob(g).pattern})" for g in self.globs)
+            self._match = re.compile(parts).match
+
+    def __call__(self, path: str) -> bool:
+        return self._match is not None and self._match(path) is not None
+
+    def __reduce__(self) -> tuple[type[GlobSet], tuple[tuple[str, ...]]]:
+        return (GlobSet, (self.globs,))
+
+
 def glob_matcher(globs: Iterable[str]) -> Callable[[str], bool]:
     """One precompiled test for "matches any of `globs`" (never true for no globs)."""
-    globs = tuple(globs)
-    if not globs:
-        return _never
-    if len(globs) == 1:
-        single = compile_glob(globs[0]).match
-        return lambda path: single(path) is not None
-    combined = re.compile("|".join(f"(?:{compile_glob(g).pattern})" for g in globs))
-    return lambda path: combined.match(path) is not None
-
-
-def _never(path: str) -> bool:
-    return False
+    return GlobSet(globs)
 
 
 # --------------------------------------------------------------------------- regexes

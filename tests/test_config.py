@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -382,6 +383,17 @@ def test_rule_files_scope() -> None:
     assert rule.applies_to("docs/a.txt") and rule.applies_to("x/y.md")
     assert not rule.applies_to("slime/a.py")
     assert Rule("a", "b").applies_to("anything")
+
+
+def test_config_survives_pickling() -> None:
+    # Jobs may hand a config to another process; compiled parts must come along.
+    c = load_config(EXAMPLE_CONFIG, SRC)
+    copy = pickle.loads(pickle.dumps(c))
+    assert copy == c and copy.fingerprint() == c.fingerprint()
+    assert copy.policy_for(".github/workflows/ci.yml") == c.policies[0]
+    assert copy.translate.is_excluded("logo.png")
+    assert copy.translate.replace[3].applies_to("docs/a.md")
+    assert copy.flags[0].matches("--sglang-enable-metrics")
 
 
 # --------------------------------------------------------------------------- fingerprint
