@@ -288,6 +288,14 @@ def check_regex(pattern: str, *, allow_empty: bool = False) -> None:
     groups); global flags other than leading i/m/s/x; and the shapes that
     backtrack catastrophically (see `redos_reason`).
     """
+    try:
+        _check_regex(pattern, allow_empty)
+    except RecursionError:
+        # The stdlib parser recurses once per nested group.
+        raise RegexProblem("expected a regex with fewer nested groups") from None
+
+
+def _check_regex(pattern: str, allow_empty: bool) -> None:
     if not pattern:
         raise RegexProblem("expected a non-empty regex")
     try:
@@ -573,6 +581,13 @@ def redos_reason(pattern: str) -> str | None:
     pattern safe, which is why matching also runs under a time limit.
     """
     try:
+        return _redos_reason(pattern)
+    except RecursionError:
+        return "nested too deeply to check"
+
+
+def _redos_reason(pattern: str) -> str | None:
+    try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # check_regex reports those
             parsed = _PARSER.parse(pattern)
@@ -676,6 +691,11 @@ class _Loader:
             ) from None
         except yaml.YAMLError as e:
             raise ConfigError(self.source, None, "yaml", f"expected valid YAML: {e}") from None
+        except RecursionError:
+            # PyYAML composes recursively; no real config nests this deep.
+            raise ConfigError(
+                self.source, None, "yaml", "expected YAML nested less deeply"
+            ) from None
         if root is None:
             raise ConfigError(self.source, 1, "upstream", "expected a config with `upstream:`")
         top = self.mapping(root, "", _TOP_KEYS, required=("upstream",))

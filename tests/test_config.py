@@ -298,6 +298,15 @@ def test_lines_point_at_the_item_in_block_style() -> None:
     assert "did you mean `word`" in e.expected
 
 
+def test_absurd_nesting_is_a_config_error_not_a_recursion_error() -> None:
+    e = error("upstream: " + "[" * 3000 + "]" * 3000 + "\n")
+    assert e.key == "yaml" and "nested" in e.expected
+    deep = "(" * 2000 + "a" + ")" * 2000
+    e = error(f"upstream: {{repo: a/b}}\ntranslate:\n  keep: [{json.dumps(deep)}]\n")
+    assert e.key == "translate.keep[0]" and "nested" in e.expected
+    assert redos_reason(deep) is not None
+
+
 def mutations(base: str) -> st.SearchStrategy[str]:
     """The example with a slice cut out or a character put in: near-miss configs."""
 
