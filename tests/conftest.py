@@ -9,6 +9,7 @@ any particular handler, so every handler test in the project can use it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,16 +70,18 @@ class FakeGH:
     """A stand-in for ``GitHubClient``: canned responses by method + URL, every write recorded.
 
     An answer may be a value, an exception (raised), a callable ``f(request) -> value``,
-    or ``Responses(a, b, ...)`` for a sequence. A URL is looked up with its query
-    string first, then without. An unknown GET raises 404, like GitHub; an unknown
-    write answers ``{}``.
+    or ``Responses(a, b, ...)`` for a sequence. The URL key is a string (looked up with
+    the query string, then without) or a compiled regex (``fullmatch``, tried after
+    the strings, the latest registered first). An unknown GET raises 404, like GitHub;
+    an unknown write answers ``{}``.
     """
 
-    def __init__(self, responses: dict[tuple[str, str], Any] | None = None) -> None:
-        self.responses: dict[tuple[str, str], Any] = dict(responses or {})
+    def __init__(self, responses: dict[tuple[str, str | re.Pattern[str]], Any] | None = None
+                 ) -> None:
+        self.responses: dict[tuple[str, str | re.Pattern[str]], Any] = dict(responses or {})
         self.requests: list[Request] = []
 
-    def on(self, method: str, url: str, *answers: Any) -> FakeGH:
+    def on(self, method: str, url: str | re.Pattern[str], *answers: Any) -> FakeGH:
         self.responses[(method.upper(), url)] = Responses(*answers) if len(answers) > 1 \
             else answers[0]
         return self
@@ -96,12 +99,20 @@ class FakeGH:
         return [r for r in self.requests if r.method == method
                 and (url is None or r.url.split("?", 1)[0] == url)]
 
+    def _lookup(self, method: str, url: str) -> tuple[bool, Any]:
+        for candidate in (url, url.split("?", 1)[0]):
+            if (method, candidate) in self.responses:
+                return True, self.responses[(method, candidate)]
+        # The latest registration wins, so a test can override a broader fixture.
+        for (m, pattern), answer in reversed(self.responses.items()):
+            if m == method and isinstance(pattern, re.Pattern) and (
+                    pattern.fullmatch(url) or pattern.fullmatch(url.split("?", 1)[0])):
+                return True, answer
+        return False, None
+
     def _answer(self, request: Request) -> Any:
-        for key in ((request.method, request.url), (request.method, request.url.split("?")[0])):
-            if key in self.responses:
-                answer = self.responses[key]
-                break
-        else:
+        found, answer = self._lookup(request.method, request.url)
+        if not found:
             if request.method == "GET":
                 raise BadRequest(404, f"FakeGH: nothing canned for GET {request.url}")  # type: ignore[arg-type]
             return {}

@@ -1,0 +1,178 @@
+"""Webhook handlers, bedevere style: a recorded sample through the combined router."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from gidgethub import BadRequest
+
+import handlers
+from bot.jobs import JOBS, POLL, RESCAN, SYNC
+from bot.publish import fork_state_key, load_fork_state, save_fork_state
+from tests.conftest import FakeContext, load_sample, sample_event
+
+FORK = "vime-org/vime"
+UPSTREAM = "THUDM/slime"
+CONFIG = "upstream: {repo: THUDM/slime, branch: main}\ntranslate: {replace: []}\n"
+
+
+def register(ctx: FakeContext, fork: str = FORK, **extra: object) -> None:
+    save_fork_state(ctx.store, fork, {"installation_id": 77, "upstream": UPSTREAM,
+                                      "upstream_branch": "main", **extra})
+
+
+def kinds(ctx: FakeContext) -> list[tuple[str, str]]:
+    return [(kind, key) for kind, key, _payload, _dedup in ctx.enqueued]
+
+
+async def test_upstream_push_queues_a_sync_for_each_following_fork(fake_ctx: FakeContext) -> None:
+    register(fake_ctx)
+    register(fake_ctx, "other/fork")
+    register(fake_ctx, "third/fork", upstream="someone/else")
+    event = sample_event("push.upstream_main")
+    await handlers.router.dispatch(event, fake_ctx)
+    assert sorted(kinds(fake_ctx)) == [(SYNC, "other/fork"), (SYNC, FORK)]
+    payload = next(p for _k, key, p, _d in fake_ctx.enqueued if key == FORK)
+    assert payload == {"fork": FORK, "installation_id": 77}
+    assert fake_ctx.gh.requests == []  # handlers only queue: no API call
+
+
+async def test_push_to_another_branch_or_a_deleted_branch_queues_nothing(
+        fake_ctx: FakeContext) -> None:
+    register(fake_ctx)
+    await handlers.router.dispatch(sample_event("push.upstream_main", ref="refs/heads/dev"),
+                                   fake_ctx)
+    await handlers.router.dispatch(sample_event("push.upstream_main", deleted=True), fake_ctx)
+    await handlers.router.dispatch(sample_event("push.upstream_main", ref="refs/tags/v1"),
+                                   fake_ctx)
+    assert fake_ctx.enqueued == []
+
+
+async def test_merge_push_and_pr_closed_for_one_merge_queue_one_sync(
+        fake_ctx: FakeContext) -> None:
+    register(fake_ctx)
+    closed = sample_event("pull_request.closed.upstream_merged")
+    push = sample_event("push.upstream_main", after=closed.data["pull_request"]["merge_commit_sha"])
+    await handlers.router.dispatch(closed, fake_ctx)
+    await handlers.router.dispatch(push, fake_ctx)
+    await handlers.router.dispatch(closed, fake_ctx)  # redelivered by hand
+    assert kinds(fake_ctx) == [(SYNC, FORK)]
+
+
+async def test_upstream_pr_closed_without_merge_queues_nothing(fake_ctx: FakeContext) -> None:
+    register(fake_ctx)
+    event = sample_event("pull_request.closed.upstream_merged", **{"pull_request.merged": False})
+    await handlers.router.dispatch(event, fake_ctx)
+    assert fake_ctx.enqueued == []
+
+
+def config_content(text: str = CONFIG) -> dict[str, object]:
+    return {"type": "file", "encoding": "base64", "path": ".github/forksync.yml",
+            "content": base64.b64encode(text.encode()).decode()}
+
+
+@pytest.mark.parametrize("sample", ["installation.created", "installation_repositories.added"])
+async def test_installation_registers_forks_with_a_config_and_queues_their_first_sync(
+        fake_ctx: FakeContext, sample: str) -> None:
+    fake_ctx.gh.on("GET", f"/repos/{FORK}/contents/.github/forksync.yml", config_content())
+    event = sample_event(sample)
+    await handlers.router.dispatch(event, fake_ctx)
+    assert kinds(fake_ctx) == [(SYNC, FORK)]
+    state = load_fork_state(fake_ctx.store, FORK)
+    assert state["installation_id"] == event.data["installation"]["id"]
+    assert (state["upstream"], state["upstream_branch"]) == (UPSTREAM, "main")
+    assert fake_ctx.gh.writes == []
+
+
+async def test_installation_on_a_repo_without_config_registers_nothing(
+        fake_ctx: FakeContext) -> None:
+    await handlers.router.dispatch(sample_event("installation.created"), fake_ctx)  # GET → 404
+    assert fake_ctx.enqueued == []
+    assert fake_ctx.store.get_state(fork_state_key(FORK)) is None
+
+
+async def test_installation_with_a_broken_config_still_queues_the_sync_that_reports_it(
+        fake_ctx: FakeContext) -> None:
+    fake_ctx.gh.on("GET", f"/repos/{FORK}/contents/.github/forksync.yml",
+                   config_content("upstream: [not, a, mapping\n"))
+    await handlers.router.dispatch(sample_event("installation.created"), fake_ctx)
+    assert kinds(fake_ctx) == [(SYNC, FORK)]
+    assert "upstream" not in load_fork_state(fake_ctx.store, FORK)
+
+
+async def test_installation_check_that_fails_otherwise_raises_for_a_retry(
+        fake_ctx: FakeContext) -> None:
+    fake_ctx.gh.on("GET", f"/repos/{FORK}/contents/.github/forksync.yml",
+                   BadRequest(403, "Resource not accessible by integration"))  # type: ignore[arg-type]
+    with pytest.raises(BadRequest):
+        await handlers.router.dispatch(sample_event("installation.created"), fake_ctx)
+
+
+async def test_uninstall_forgets_the_fork(fake_ctx: FakeContext) -> None:
+    register(fake_ctx)
+    data = load_sample("installation.created")
+    event = sample_event("installation.created", action="deleted")
+    assert data["repositories"][0]["full_name"] == FORK
+    await handlers.router.dispatch(event, fake_ctx)
+    assert fake_ctx.store.get_state(fork_state_key(FORK)) is None
+
+
+async def test_push_to_the_sync_branch_queues_one_rescan_per_head(fake_ctx: FakeContext) -> None:
+    event = sample_event("pull_request.synchronize.sync_branch")
+    await handlers.router.dispatch(event, fake_ctx)
+    await handlers.router.dispatch(event, fake_ctx)
+    pull = event.data["pull_request"]
+    assert kinds(fake_ctx) == [(RESCAN, FORK)]
+    assert fake_ctx.enqueued[0][2] == {"fork": FORK, "installation_id": 1,
+                                       "pr": pull["number"], "head_sha": pull["head"]["sha"]}
+
+
+async def test_push_to_another_branch_or_from_a_fork_repo_is_not_a_sync_pr(
+        fake_ctx: FakeContext) -> None:
+    await handlers.router.dispatch(sample_event("pull_request.synchronize.sync_branch", **{
+        "pull_request.head.ref": "feature"}), fake_ctx)
+    await handlers.router.dispatch(sample_event("pull_request.synchronize.sync_branch", **{
+        "pull_request.head.repo.full_name": "mallory/vime"}), fake_ctx)
+    assert fake_ctx.enqueued == []
+
+
+async def test_rerequested_check_rescans_again_every_time(fake_ctx: FakeContext) -> None:
+    await handlers.router.dispatch(sample_event("check_run.rerequested"), fake_ctx)
+    event = sample_event("check_run.rerequested")
+    event.delivery_id = "another-click"
+    await handlers.router.dispatch(event, fake_ctx)
+    run = event.data["check_run"]
+    assert kinds(fake_ctx) == [(RESCAN, FORK), (RESCAN, FORK)]
+    assert fake_ctx.enqueued[0][2]["pr"] == run["pull_requests"][0]["number"]
+    assert fake_ctx.enqueued[0][2]["head_sha"] == run["head_sha"]
+
+
+async def test_rerequest_without_pr_list_uses_the_fork_state(fake_ctx: FakeContext) -> None:
+    register(fake_ctx, sync={"pr": 12})
+    await handlers.router.dispatch(sample_event("check_run.rerequested", **{
+        "check_run.pull_requests": []}), fake_ctx)
+    assert fake_ctx.enqueued[0][2]["pr"] == 12
+
+
+async def test_rerequest_of_another_check_is_ignored(fake_ctx: FakeContext) -> None:
+    await handlers.router.dispatch(sample_event("check_run.rerequested", **{
+        "check_run.name": "CI"}), fake_ctx)
+    assert fake_ctx.enqueued == []
+
+
+async def test_merged_sync_pr_starts_the_next_sync_when_upstream_moved_on(
+        fake_ctx: FakeContext) -> None:
+    event = sample_event("pull_request.closed.sync_pr_merged")
+    number = event.data["pull_request"]["number"]
+    register(fake_ctx, sync={"pr": number, "behind": 0})
+    await handlers.router.dispatch(event, fake_ctx)
+    assert fake_ctx.enqueued == []
+    register(fake_ctx, sync={"pr": number, "behind": 3})
+    await handlers.router.dispatch(event, fake_ctx)
+    assert kinds(fake_ctx) == [(SYNC, FORK)]
+
+
+def test_job_registry_has_the_publisher_the_follow_up_and_the_schedule() -> None:
+    assert {SYNC, RESCAN, POLL} <= set(JOBS)
+    assert all(callable(fn) for fn in JOBS.values())

@@ -1,0 +1,482 @@
+"""The publisher: pure helpers, and ``publish_sync`` on real git repos behind the FakeGH.
+
+The fork and upstream are bare repositories reached over ``file://`` (``git_url``),
+so fetch, ``ls-remote`` and ``push --force-with-lease`` are real git. GitHub is the
+one FakeGH, given a little state (PRs, reviews, check runs) through its callables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gidgethub import BadRequest
+
+from bot.publish import (
+    MAX_ANNOTATIONS,
+    Remaining,
+    anchorable,
+    check_annotations,
+    comment_items,
+    diff_hunks,
+    initial_remaining,
+    load_fork_state,
+    local_diff,
+    offending_comments,
+    publish_sync,
+    review_comment,
+    review_marker,
+    save_fork_state,
+    split_anchored,
+    sync_branch_name,
+    upsert_check_run,
+)
+from bot.report import BEGIN, END
+from tests.conftest import FakeContext, FakeGH, Request
+from tests.factory import Scenario, make_demo
+
+FORK = "vime-org/vime"
+UPSTREAM = "THUDM/slime"
+
+DIFF = """\
+diff --git a/vime/a.py b/vime/a.py
+index 1111111..2222222 100644
+--- a/vime/a.py
++++ b/vime/a.py
+@@ -1,4 +1,10 @@
+ def f():
++<<<<<<< ours
+     return 1
++||||||| base
++    return 0
++=======
++    return 2
++>>>>>>> theirs
+ y = 0
+ x = 1
+@@ -20,3 +25,4 @@
+ a
+ b
++c
+ d
+"""
+
+
+def item(**kw: Any) -> dict[str, Any]:
+    base = {"id": "Q1", "kind": "conflict", "path": "vime/a.py", "upstream_path": "slime/a.py",
+            "tier": "Decide", "reason": "both changed", "question": "which?",
+            "choices": ["ours", "theirs"], "start_line": 2, "end_line": 8, "ours": "    return 1\n",
+            "base": "    return 0\n", "theirs": "    return 2\n", "suggestion": "    return 2\n",
+            "prs": [5]}
+    return base | kw
+
+
+# -- pure helpers ------------------------------------------------------------------
+
+
+def test_hunks_are_right_side_ranges_per_path() -> None:
+    assert diff_hunks(DIFF) == {"vime/a.py": [(1, 10), (25, 28)]}
+    assert diff_hunks("not a diff at all") == {}
+
+
+def test_a_region_inside_one_hunk_is_anchorable_and_one_across_hunks_is_not() -> None:
+    hunks = diff_hunks(DIFF)
+    assert anchorable(item(), hunks)
+    assert not anchorable(item(start_line=8, end_line=26), hunks)  # spans two hunks
+    assert not anchorable(item(start_line=12, end_line=14), hunks)  # not in the diff
+    assert not anchorable(item(path="vime/b.py"), hunks)
+    assert anchorable(item(kind="flag", start_line=27, end_line=27), hunks)
+
+
+def test_split_keeps_plan_order() -> None:
+    items = [item(id="Q1"), item(id="Q2", start_line=12, end_line=14), item(id="Q3",
+                                                                              kind="flag",
+                                                                              start_line=27)]
+    anchored, unanchored = split_anchored(items, DIFF)
+    assert [i["id"] for i in anchored] == ["Q1", "Q3"]
+    assert [i["id"] for i in unanchored] == ["Q2"]
+
+
+def test_review_comment_covers_the_whole_region_on_the_right_side() -> None:
+    comment = review_comment(item())
+    assert {k: comment[k] for k in ("path", "start_line", "start_side", "line", "side")} == {
+        "path": "vime/a.py", "start_line": 2, "start_side": "RIGHT", "line": 8, "side": "RIGHT"}
+    assert "```suggestion\n    return 2\n```" in comment["body"]
+    flag = review_comment(item(kind="flag", start_line=27, end_line=27, suggestion=None))
+    assert "start_line" not in flag and flag["line"] == 27
+
+
+def test_comment_items_skip_settled_and_region_less_items() -> None:
+    plan = {"files": [{"path": "p", "review_items": [
+        item(id="Q1"), item(id="Q2", tier="Settled", kind="policy", start_line=None),
+        item(id="Q3", kind="file", start_line=None, end_line=None),
+        item(id="Q4", kind="flag", start_line=3, end_line=3)]}]}
+    assert [i["id"] for i in comment_items(plan)] == ["Q1", "Q4"]
+
+
+def test_a_422_naming_no_path_moves_every_comment() -> None:
+    comments = [{"path": "vime/a.py"}, {"path": "vime/b.py"}]
+    exc = BadRequest(422, "Unprocessable Entity")  # type: ignore[arg-type]
+    exc.errors = ["Line could not be resolved"]  # type: ignore[attr-defined]
+    assert offending_comments(exc, comments) == {0, 1}
+    exc.errors = [{"message": "vime/b.py: Line could not be resolved"}]  # type: ignore[attr-defined]
+    assert offending_comments(exc, comments) == {1}
+
+
+def test_remaining_at_commit_1_is_every_region_and_every_unanswered_decision() -> None:
+    plan = {"files": [{"path": "p", "review_items": [
+        item(id="Q1"), item(id="Q2", tier="Settled", kind="policy", start_line=None),
+        item(id="Q3", kind="file", start_line=None, end_line=None),
+        item(id="Q4", kind="flag", start_line=3, end_line=3)]}]}
+    remaining = initial_remaining(plan, {"Q4": "keep"})
+    assert [(r.item_id, r.marker) for r in remaining] == [("Q1", True), ("Q3", False)]
+    notes = check_annotations(remaining)
+    assert notes == [{"path": "vime/a.py", "start_line": 2, "end_line": 8,
+                      "annotation_level": "failure", "title": "Q1: conflict markers remain",
+                      "message": "Q1 (Decide): which?"}]
+
+
+# -- the check run through the FakeGH --------------------------------------------------
+
+
+class Hub:
+    """Just enough GitHub state behind a FakeGH for the publisher: PRs, reviews, checks."""
+
+    def __init__(self, gh: FakeGH, fork_git: Path | None = None) -> None:
+        self.gh = gh
+        self.fork_git = fork_git
+        self.pulls: dict[int, dict[str, Any]] = {}
+        self.reviews: dict[int, list[dict[str, Any]]] = {}
+        self.runs: dict[int, dict[str, Any]] = {}
+        self.comments: list[dict[str, Any]] = []
+        f = re.escape(FORK)
+        gh.on("GET", f"/repos/{FORK}", {"default_branch": "main", "full_name": FORK,
+                                        "html_url": f"https://github.com/{FORK}"})
+        gh.on("GET", f"/repos/{FORK}/pulls", self.list_pulls)
+        gh.on("POST", f"/repos/{FORK}/pulls", self.create_pull)
+        gh.on("GET", re.compile(rf"/repos/{f}/pulls/(\d+)"), self.get_pull)
+        gh.on("PATCH", re.compile(rf"/repos/{f}/pulls/(\d+)"), self.update_pull)
+        gh.on("GET", re.compile(rf"/repos/{f}/pulls/(\d+)/reviews"), self.list_reviews)
+        gh.on("POST", re.compile(rf"/repos/{f}/pulls/(\d+)/reviews"), self.create_review)
+        gh.on("GET", re.compile(rf"/repos/{f}/commits/(\w+)/check-runs"), self.list_runs)
+        gh.on("POST", f"/repos/{FORK}/check-runs", self.create_run)
+        gh.on("PATCH", re.compile(rf"/repos/{f}/check-runs/(\d+)"), self.update_run)
+        gh.on("POST", re.compile(rf"/repos/{f}/issues/(\d+)/comments"), self.comment)
+
+    @staticmethod
+    def _number(request: Request) -> int:
+        return int(re.findall(r"/(\d+)(?:/|$|\?)", request.url)[0])
+
+    def list_pulls(self, request: Request) -> list[dict[str, Any]]:
+        query = dict(p.split("=", 1) for p in request.url.partition("?")[2].split("&") if p)
+        return [p for p in self.pulls.values()
+                if query.get("state", "open") in ("all", p["state"])
+                and ("head" not in query or query["head"] == f"vime-org:{p['head']['ref']}")]
+
+    def create_pull(self, request: Request) -> dict[str, Any]:
+        number = 7 + len(self.pulls)
+        self.pulls[number] = {"number": number, "state": "open", "body": request.data["body"],
+                              "draft": request.data["draft"], "title": request.data["title"],
+                              "head": {"ref": request.data["head"], "sha": None}}
+        return self.pulls[number]
+
+    def get_pull(self, request: Request) -> Any:
+        pull = self.pulls[self._number(request)]
+        if request.accept and "diff" in request.accept:
+            assert self.fork_git is not None
+            return local_diff(str(self.fork_git), "refs/heads/main",
+                              f"refs/heads/{pull['head']['ref']}")
+        if self.fork_git is not None:
+            pull["head"]["sha"] = subprocess.run(
+                ["git", f"--git-dir={self.fork_git}", "rev-parse", pull["head"]["ref"]],
+                capture_output=True, text=True).stdout.strip()
+        return pull
+
+    def update_pull(self, request: Request) -> dict[str, Any]:
+        pull = self.pulls[self._number(request)]
+        pull.update(request.data)
+        return pull
+
+    def list_reviews(self, request: Request) -> list[dict[str, Any]]:
+        return self.reviews.get(self._number(request), [])
+
+    def create_review(self, request: Request) -> dict[str, Any]:
+        review = {"id": len(self.comments) + 1, **request.data}
+        self.reviews.setdefault(self._number(request), []).append(review)
+        return review
+
+    def list_runs(self, request: Request) -> dict[str, Any]:
+        sha = request.url.split("/commits/")[1].split("/")[0]
+        runs = [r for r in self.runs.values() if r["head_sha"] == sha]
+        return {"total_count": len(runs), "check_runs": runs}
+
+    def _apply(self, run: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        output = data.get("output") or {}
+        run["output"]["annotations_count"] += len(output.get("annotations", []))
+        run["output"].update({k: v for k, v in output.items() if k != "annotations"})
+        run.update({k: v for k, v in data.items() if k in ("status", "conclusion")})
+        return run
+
+    def create_run(self, request: Request) -> dict[str, Any]:
+        run = {"id": 100 + len(self.runs), "name": request.data["name"],
+               "head_sha": request.data["head_sha"], "output": {"annotations_count": 0}}
+        self.runs[run["id"]] = run
+        return self._apply(run, request.data)
+
+    def update_run(self, request: Request) -> dict[str, Any]:
+        return self._apply(self.runs[self._number(request)], request.data)
+
+    def comment(self, request: Request) -> dict[str, Any]:
+        self.comments.append(request.data)
+        return {"id": len(self.comments)}
+
+
+def many_items(n: int) -> dict[str, Any]:
+    return {"upstream": {"repo": UPSTREAM, "branch": "main"}, "window_label": "#1..#2",
+            "files": [{"path": f"f{i}.py", "status": "conflict", "note": "",
+                       "review_items": [item(id=f"Q{i}", path=f"f{i}.py")]}
+                      for i in range(1, n + 1)]}
+
+
+async def test_check_run_sends_annotations_in_batches_of_fifty_and_only_once(
+        fake_gh: FakeGH) -> None:
+    hub = Hub(fake_gh)
+    plan = many_items(120)
+    remaining = initial_remaining(plan, {})
+    await upsert_check_run(fake_gh, FORK, "a" * 40, plan, remaining)
+    assert fake_gh.write_count == math.ceil(120 / MAX_ANNOTATIONS)
+    (run,) = hub.runs.values()
+    assert run["conclusion"] == "failure" and run["output"]["annotations_count"] == 120
+    assert all(len(w.data["output"]["annotations"]) <= MAX_ANNOTATIONS for w in fake_gh.writes)
+    await upsert_check_run(fake_gh, FORK, "a" * 40, plan, remaining)
+    assert fake_gh.write_count == 3  # nothing changed: no request
+
+
+async def test_check_run_resumes_after_a_crash_between_batches(fake_gh: FakeGH) -> None:
+    hub = Hub(fake_gh)
+    plan = many_items(120)
+    remaining = initial_remaining(plan, {})
+    await upsert_check_run(fake_gh, FORK, "a" * 40, plan, remaining, max_batches=1)
+    await upsert_check_run(fake_gh, FORK, "a" * 40, plan, remaining)  # the rerun
+    (run,) = hub.runs.values()
+    assert run["output"]["annotations_count"] == 120
+    assert fake_gh.write_count == 3
+
+
+async def test_check_run_passes_when_nothing_remains(fake_gh: FakeGH) -> None:
+    hub = Hub(fake_gh)
+    await upsert_check_run(fake_gh, FORK, "b" * 40, many_items(2), [])
+    (run,) = hub.runs.values()
+    assert run["conclusion"] == "success"
+    assert run["output"]["title"] == "All conflicts resolved"
+
+
+# -- publish_sync on real repositories --------------------------------------------------
+
+
+def git(*args: str | Path) -> str:
+    return subprocess.run(["git", *map(str, args)], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@dataclasses.dataclass
+class World:
+    scenario: Scenario
+    remotes: Path
+    ctx: FakeContext
+    hub: Hub
+
+    @property
+    def fork_remote(self) -> Path:
+        return self.remotes / f"{FORK}.git"
+
+    def remote_head(self, branch: str) -> str | None:
+        out = git("--git-dir", self.fork_remote, "for-each-ref", "--format=%(objectname)",
+                  f"refs/heads/{branch}")
+        return out or None
+
+    def upstream_pr(self, work: Path, number: int, title: str, files: dict[str, str]) -> None:
+        """Merge an upstream PR (squash style) straight into the upstream remote."""
+        if not work.exists():
+            git("clone", "-q", self.remotes / f"{UPSTREAM}.git", work)
+        for path, text in files.items():
+            (work / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / path).write_text(text)
+            git("-C", work, "add", path)
+        git("-C", work, "-c", "user.name=bob", "-c", "user.email=bob@x", "commit", "-qm",
+            f"{title} (#{number})")
+        git("-C", work, "push", "-q", "origin", "HEAD:main")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+    return make_demo(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture
+def world(tmp_path: Path, demo: Scenario, fake_ctx: FakeContext) -> World:
+    remotes = tmp_path / "remotes"
+    for name, src in ((UPSTREAM, demo.upstream_dir), (FORK, demo.fork_dir)):
+        git("clone", "-q", "--bare", src, remotes / f"{name}.git")
+    fake_ctx.settings = dataclasses.replace(fake_ctx.settings, git_url=f"file://{remotes}")
+    hub = Hub(fake_ctx.gh, remotes / f"{FORK}.git")
+    return World(demo, remotes, fake_ctx, hub)
+
+
+async def test_a_sync_opens_one_draft_pr_with_one_review_and_a_failing_check(
+        world: World) -> None:
+    gh, hub = world.ctx.gh, world.hub
+    result = await publish_sync(world.ctx, FORK, 1)
+    state = load_fork_state(world.ctx.store, FORK)
+    plan = json.loads(Path(state["sync"]["plan_file"]).read_text())
+    assert result.action == "opened" and result.pr_number == 7
+    assert result.branch == sync_branch_name(plan["cutoff"])
+    assert world.remote_head(result.branch) == result.commit
+    assert state["pushed"] == [result.commit]
+    assert (state["upstream"], state["installation_id"]) == (UPSTREAM, 1)
+
+    (pull,) = hub.pulls.values()
+    assert pull["draft"] is True and pull["body"].startswith(BEGIN) and END in pull["body"]
+    assert "#11..#20" in pull["title"]
+    (review,) = hub.reviews[7]
+    assert review["event"] == "COMMENT" and review["commit_id"] == result.commit
+    assert review_marker(result.commit) in review["body"]
+    expected = {i["id"] for i in comment_items(plan)} - set(result.unanchored)
+    assert len(review["comments"]) == len(expected) > 0
+    for comment in review["comments"]:
+        assert comment["side"] == "RIGHT" and comment["body"]
+    (run,) = hub.runs.values()
+    assert run["head_sha"] == result.commit and run["conclusion"] == "failure"
+    assert run["output"]["annotations_count"] >= 1
+
+    items = len(plan["files"] and [i for f in plan["files"] for i in f["review_items"]])
+    assert result.writes == gh.write_count <= 5 + math.ceil(items / 50)
+    assert [w.method for w in gh.writes] == ["POST", "POST", "POST"]
+
+
+async def test_running_the_same_sync_again_writes_nothing(world: World) -> None:
+    first = await publish_sync(world.ctx, FORK, 1)
+    writes = world.ctx.gh.write_count
+    again = await publish_sync(world.ctx, FORK, 1)
+    assert again.action == "unchanged" and again.pr_number == first.pr_number
+    assert world.ctx.gh.write_count == writes
+
+
+async def test_a_crash_after_every_step_still_ends_with_one_of_each(world: World) -> None:
+    """Lose the state after the run (a kill -9 before it was saved): GitHub is searched."""
+    first = await publish_sync(world.ctx, FORK, 1)
+    state = load_fork_state(world.ctx.store, FORK)
+    sync = state["sync"]
+    for key in ("pr", "review_commit", "check_runs", "unanchored"):
+        sync.pop(key)
+    save_fork_state(world.ctx.store, FORK, state)
+    writes = world.ctx.gh.write_count
+    again = await publish_sync(world.ctx, FORK, 1)
+    assert again.action == "resumed" and again.commit == first.commit
+    assert len(world.hub.pulls) == 1 and len(world.hub.reviews[7]) == 1
+    assert len(world.hub.runs) == 1
+    assert world.ctx.gh.write_count == writes
+
+
+async def test_a_newer_upstream_updates_the_open_pr_and_never_opens_another(
+        world: World, tmp_path: Path) -> None:
+    await publish_sync(world.ctx, FORK, 1)
+    world.upstream_pr(tmp_path / "up", 21, "Another change", {"slime/new.py": "x = 1\n"})
+    world.upstream_pr(tmp_path / "up", 22, "And one more", {"slime/new2.py": "y = 1\n"})
+    writes = world.ctx.gh.write_count
+    result = await publish_sync(world.ctx, FORK, 1)
+    assert result.action == "behind"
+    assert len(world.hub.pulls) == 1
+    assert "Behind upstream by 2 PRs" in world.hub.pulls[7]["body"]
+    (run,) = world.hub.runs.values()
+    assert "Behind upstream by 2 PRs" in run["output"]["summary"]
+    assert world.ctx.gh.write_count - writes == 2
+    assert load_fork_state(world.ctx.store, FORK)["sync"]["behind"] == 2
+
+
+async def test_people_text_in_the_body_is_kept_when_the_bot_rewrites_its_section(
+        world: World, tmp_path: Path) -> None:
+    await publish_sync(world.ctx, FORK, 1)
+    world.hub.pulls[7]["body"] = "Notes from Vera.\n\n" + world.hub.pulls[7]["body"]
+    world.upstream_pr(tmp_path / "up", 23, "Late change", {"slime/late.py": "z = 1\n"})
+    await publish_sync(world.ctx, FORK, 1)
+    assert world.hub.pulls[7]["body"].startswith("Notes from Vera.\n\n" + BEGIN)
+    assert "Behind upstream by 1 PR" in world.hub.pulls[7]["body"]
+
+
+async def test_the_bot_never_pushes_over_a_head_it_did_not_write(world: World) -> None:
+    first = await publish_sync(world.ctx, FORK, 1)
+    world.hub.pulls[7]["state"] = "closed"  # closed unmerged: the same window again
+    # A person pushes to the sync branch.
+    git("--git-dir", world.fork_remote, "update-ref", f"refs/heads/{first.branch}",
+        world.scenario.fork_head)
+    state = load_fork_state(world.ctx.store, FORK)
+    state["sync"]["tip"] = "0" * 40  # so the rerun does not resume the same sync
+    save_fork_state(world.ctx.store, FORK, state)
+    result = await publish_sync(world.ctx, FORK, 1)
+    assert result.action == "refused"
+    assert world.remote_head(first.branch) == world.scenario.fork_head
+    (comment,) = world.hub.comments
+    assert f"git push origin --delete {first.branch}" in comment["body"]
+    assert "forksync sync --fork . --upstream" in comment["body"]
+    await publish_sync(world.ctx, FORK, 1)
+    assert len(world.hub.comments) == 1  # said once
+
+
+async def test_a_rejected_review_is_posted_again_with_its_comments_in_the_body(
+        world: World) -> None:
+    gh = world.ctx.gh
+    rejected = BadRequest(422, "Unprocessable Entity")  # type: ignore[arg-type]
+    rejected.errors = ["Line could not be resolved"]  # type: ignore[attr-defined]
+    create = world.hub.create_review
+    calls: list[int] = []
+
+    def once_422(request: Request) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise rejected
+        return create(request)
+
+    gh.on("POST", re.compile(r"/repos/vime-org/vime/pulls/(\d+)/reviews"), once_422)
+    result = await publish_sync(world.ctx, FORK, 1)
+    (review,) = world.hub.reviews[7]
+    assert "comments" not in review and review_marker(result.commit) in review["body"]
+    body = world.hub.pulls[7]["body"]
+    assert "Items without a review comment" in body
+    assert "**Q3** `vime/backends/vllm_utils/vllm_engine.py` L21–28" in body
+    assert set(result.unanchored) >= {"Q3", "Q5"}
+
+
+async def test_a_config_error_is_reported_as_a_failing_check_on_fork_main(
+        world: World, tmp_path: Path) -> None:
+    work = tmp_path / "fix"
+    git("clone", "-q", world.fork_remote, work)
+    (work / ".github" / "forksync.yml").write_text("upstream: {repo: 3}\n")
+    git("-C", work, "-c", "user.name=v", "-c", "user.email=v@x", "commit", "-qam", "break")
+    git("-C", work, "push", "-q", "origin", "HEAD:main")
+    result = await publish_sync(world.ctx, FORK, 1)
+    assert result.action == "refused"
+    (run,) = world.hub.runs.values()
+    assert run["conclusion"] == "failure" and "forksync.yml" in run["output"]["summary"]
+    assert world.hub.pulls == {}
+
+
+async def test_a_repository_without_config_is_left_alone(world: World, tmp_path: Path) -> None:
+    work = tmp_path / "fix"
+    git("clone", "-q", world.fork_remote, work)
+    git("-C", work, "rm", "-q", ".github/forksync.yml")
+    git("-C", work, "-c", "user.name=v", "-c", "user.email=v@x", "commit", "-qm", "drop")
+    git("-C", work, "push", "-q", "origin", "HEAD:main")
+    result = await publish_sync(world.ctx, FORK, 1)
+    assert result.action == "not-configured" and world.ctx.gh.write_count == 0
+
+
+def test_remaining_round_trips_through_json() -> None:
+    r = Remaining("p", "Q1", 1, 3, "m", marker=False)
+    assert Remaining.from_json(json.loads(json.dumps(r.to_json()))) == r
