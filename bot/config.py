@@ -711,15 +711,15 @@ class _Loader:
                     upstream["branch"], "upstream.branch", f"expected a branch name, got {branch!r}"
                 )
         translate = TranslateConfig()
-        if "translate" in top:
+        if _given(top, "translate"):
             translate = self.translate(top["translate"])
         policies: tuple[Policy, ...] = ()
-        if "policies" in top:
+        if _given(top, "policies"):
             policies = tuple(
                 self.policy(n, f"policies[{i}]") for i, n in self.items(top["policies"], "policies")
             )
         flags: tuple[Flag, ...] = ()
-        if "flags" in top:
+        if _given(top, "flags"):
             flags = tuple(self.flag(n, f"flags[{i}]") for i, n in self.items(top["flags"], "flags"))
         return Config(repo, branch, translate, policies, flags, self.source)
 
@@ -731,17 +731,17 @@ class _Loader:
         keep: list[str] = []
         replace: list[Rule] = []
         exclude: tuple[str, ...] = ()
-        if "paths" in m:
+        if _given(m, "paths"):
             for i, n in self.items(m["paths"], "translate.paths"):
                 paths.append(self.path_rule(n, f"translate.paths[{i}]"))
-        if "keep" in m:
+        if _given(m, "keep"):
             for i, n in self.items(m["keep"], "translate.keep"):
                 key = f"translate.keep[{i}]"
                 keep.append(self.regex(n, key, self.string(n, key)))
-        if "replace" in m:
+        if _given(m, "replace"):
             for i, n in self.items(m["replace"], "translate.replace"):
                 replace.append(self.rule(n, f"translate.replace[{i}]"))
-        if "exclude" in m:
+        if _given(m, "exclude"):
             exclude = self.globs(m["exclude"], "translate.exclude")
         return TranslateConfig(tuple(paths), tuple(keep), tuple(replace), exclude)
 
@@ -864,6 +864,12 @@ class _Loader:
             check_template(pattern, template)
         except RegexProblem as e:
             raise self.fail(node, key, str(e)) from None
+
+
+def _given(section: dict[str, Node], key: str) -> bool:
+    """Is an optional section there? `policies:` with every item commented out is empty."""
+    node = section.get(key)
+    return node is not None and node.tag != "tag:yaml.org,2002:null"
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:

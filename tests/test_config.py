@@ -100,6 +100,14 @@ def test_minimal_config_defaults() -> None:
     assert c.policy_for("anything") is None
 
 
+def test_empty_optional_sections_are_allowed() -> None:
+    # Commenting out every item of a section leaves `key:` with no value.
+    text = "upstream: {repo: a/b}\ntranslate:\n  keep:\n  replace:\npolicies:\n  # - x\nflags:\n"
+    c = load_config(text, SRC)
+    assert c.translate == TranslateConfig() and c.policies == () and c.flags == ()
+    jsonschema.Draft202012Validator(schema()).validate(yaml.safe_load(text))
+
+
 def test_load_config_file_reads_and_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "forksync.yml"
     path.write_text(EXAMPLE_CONFIG, encoding="utf-8")
