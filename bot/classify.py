@@ -239,13 +239,13 @@ class Classifier:
                        if e is not None and e.mode not in (MODE_GITLINK, MODE_SYMLINK)})
         blobs = {oid: _decode(data) for oid, (_, data) in
                  zip(oids, self.cat.read_many(oids), strict=True)}
-        final.prefetch(by_path[ch.new_path or ""].path for ch in changes)
         for ch in changes:
             assert ch.new is not None and ch.new_path is not None
-            r = by_path[ch.new_path]
             new = blobs.get(ch.new.oid)
-            if new is None:
+            # Most files match no flag at all: one search per flag settles that cheaply.
+            if not new or not any(flag.regex.search(new) for flag in self.config.flags):
                 continue
+            r = by_path[ch.new_path]
             old = (blobs.get(ch.old.oid) if ch.old is not None else None) or ""
             added = _added_lines(old, new)
             if not added:
@@ -270,6 +270,14 @@ class Classifier:
                     ))
                     break
 
+    def _translate_lines(self, lines: set[str], upstream_path: str) -> set[str]:
+        """Translate many lines in one scan (a newline bounds words like a line's ends do)."""
+        ordered = sorted(lines)
+        out = self.tr.text("\n".join(ordered), upstream_path).split("\n")
+        if len(out) != len(ordered):  # a rule spanned a newline: fall back to line by line
+            out = [self.tr.text(line, upstream_path) for line in ordered]
+        return {line.strip() for line in out}
+
     def _attribute(self, results: list[FileResult]) -> None:
         """Which window PRs changed the lines of each item: one `git log -p` for all files."""
         wanted = {r.upstream_path: r for r in results if r.review_items}
@@ -286,15 +294,15 @@ class Classifier:
                 touched.setdefault(path, []).append((numbers.get(sha.strip()), added, removed))
         for up, r in wanted.items():
             commits = touched.get(up, [])
+            translated = [(n, self._translate_lines(added, up), self._translate_lines(removed, up))
+                          for n, added, removed in commits]
             for item in r.review_items:
                 theirs = {ln.strip() for ln in item.theirs.splitlines() if ln.strip()}
                 base = {ln.strip() for ln in item.base.splitlines() if ln.strip()}
                 prs: list[int] = []
-                for number, added, removed in commits:
+                for number, added_t, removed_t in translated:
                     if number is None or number in prs:
                         continue
-                    added_t = {self.tr.text(a, up).strip() for a in added}
-                    removed_t = {self.tr.text(x, up).strip() for x in removed}
                     hit = (added_t & theirs) or (removed_t & base)
                     if hit or item.kind in (ItemKind.FILE, ItemKind.MANUAL, ItemKind.POLICY):
                         prs.append(number)

@@ -170,10 +170,10 @@ class Plan:
 
     @property
     def window_label(self) -> str:
-        """``#first..#last`` for the Upstream-Window trailer, or short SHAs without PRs."""
+        """``#first..#last`` (in merge order) for the Upstream-Window trailer, or short SHAs."""
         numbers = [e.number for e in self.window if e.number is not None]
         if numbers:
-            return f"#{min(numbers)}..#{max(numbers)}"
+            return f"#{numbers[0]}..#{numbers[-1]}"
         return f"{self.cutoff[:12]}..{self.tip[:12]}"
 
     def to_json(self) -> dict[str, Any]:
