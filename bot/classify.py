@@ -243,7 +243,7 @@ class Classifier:
             assert ch.new is not None and ch.new_path is not None
             new = blobs.get(ch.new.oid)
             # Most files match no flag at all: one search per flag settles that cheaply.
-            if not new or not any(flag.regex.search(new) for flag in self.config.flags):
+            if not new or not any(flag.matches(new) for flag in self.config.flags):
                 continue
             r = by_path[ch.new_path]
             old = (blobs.get(ch.old.oid) if ch.old is not None else None) or ""
@@ -255,7 +255,7 @@ class Classifier:
             covered = [(i.start_line or 0, i.end_line or 0) for i in r.review_items]
             for line in added:
                 for flag in self.config.flags:
-                    if not flag.regex.search(line):
+                    if not flag.matches(line):
                         continue
                     anchor = _find_line(merged_lines, self.tr.text(line, ch.new_path).strip())
                     if anchor is not None and any(a <= anchor <= b for a, b in covered):

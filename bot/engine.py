@@ -113,7 +113,12 @@ def load_plan_config(fork: Git, fork_commit: str, config: Config | None,
     if proc.returncode != 0:
         raise ConfigError(CONFIG_PATH, None, "(file)",
                           "the fork's main branch has no config; add one or pass --config")
-    return load_config(proc.stdout.decode("utf-8", "replace"), CONFIG_PATH)
+    try:
+        text = proc.stdout.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(CONFIG_PATH, None, "(file)", f"UTF-8 text (byte {exc.start} is not)") \
+            from None
+    return load_config(text, CONFIG_PATH)
 
 
 def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str | None = None,
