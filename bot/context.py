@@ -152,8 +152,12 @@ class Platform:
         async def token() -> str:
             return await self.auth.token_for(installation_id)
 
+        auth = self.auth
+        forget = ((lambda: auth.forget(installation_id))
+                  if isinstance(auth, AppAuth) and installation_id is not None else None)
         return GitHubClient(self.session, base_url=self.settings.api_url, token_provider=token,
-                            on_request=self._count_request, **self.client_options)
+                            on_request=self._count_request, on_unauthorized=forget,
+                            **self.client_options)
 
     def _count_request(self, method: str, status: int) -> None:
         self.metrics.inc("forksync_github_requests_total", method=method, status=str(status))

@@ -51,7 +51,8 @@ class GitHubClient(GitHubAPI):
                  base_url: str = sansio.DOMAIN, token_provider: TokenProvider | None,
                  max_retries: int = 5, backoff_base: float = 1.0, backoff_cap: float = 60.0,
                  max_rate_limit_wait: float = 900.0, request_timeout: float = 60.0,
-                 on_request: Callable[[str, int], None] | None = None) -> None:
+                 on_request: Callable[[str, int], None] | None = None,
+                 on_unauthorized: Callable[[], None] | None = None) -> None:
         super().__init__(session, requester, base_url=base_url.rstrip("/"))
         self._token_provider = token_provider
         self.max_retries = max_retries
@@ -60,6 +61,7 @@ class GitHubClient(GitHubAPI):
         self.max_rate_limit_wait = max_rate_limit_wait
         self.request_timeout = request_timeout
         self._on_request = on_request
+        self._on_unauthorized = on_unauthorized
         self.write_count = 0  # write requests sent, retries included: what GitHub counts
         self.request_count = 0
         self.retry_count = 0
@@ -68,10 +70,12 @@ class GitHubClient(GitHubAPI):
                        body: bytes = b"") -> tuple[int, Mapping[str, str], bytes]:
         """Send one logical request, retrying transient failures; return the final response."""
         attempt = 0
+        renewed = False
         while True:
             attempt += 1
             send_headers = dict(headers)
-            if "authorization" not in send_headers and self._token_provider is not None:
+            provided = "authorization" not in send_headers and self._token_provider is not None
+            if provided and self._token_provider is not None:
                 send_headers["authorization"] = f"token {await self._token_provider()}"
             try:
                 status, resp_headers, data = await self._send(method, url, send_headers, body)
@@ -84,6 +88,14 @@ class GitHubClient(GitHubAPI):
                 delay = self._backoff(attempt)
                 reason = f"{type(exc).__name__}"
             else:
+                if (status == 401 and provided and not renewed
+                        and self._on_unauthorized is not None):
+                    # A cached installation token was revoked or expired early: mint
+                    # a new one and try once more.
+                    renewed = True
+                    self._on_unauthorized()
+                    log.warning("GitHub %s %s: 401; renewing the token", method, _path(url))
+                    continue
                 delay_or_none = self._retry_delay(status, resp_headers, data, attempt)
                 if delay_or_none is None:
                     return status, resp_headers, data

@@ -22,9 +22,11 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -45,6 +47,8 @@ Dispatcher = Callable[[Job], Awaitable[None]]
 FORK_STATE_PREFIX = "fork:"  # state keys "fork:<owner>/<repo>" name the forks to poll
 EVENT_JOB = "event"
 POLL_JOB = "poll"
+DELIVERY_RETENTION = 7 * 86400  # seconds a handled delivery is kept (dedup of redeliveries)
+DONE_JOB_RETENTION = 30 * 86400
 # Retrying cannot fix these: the user must change something first.
 PERMANENT_ERRORS: tuple[type[BaseException], ...] = (ConfigError, WindowError)
 
@@ -67,6 +71,9 @@ class DeliveryWriter:
     def __init__(self, store: Store, max_batch: int = 500) -> None:
         self.store = store
         self.max_batch = max_batch
+        # Its own thread: acknowledging GitHub must never queue behind git work that
+        # jobs run in the default executor.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forksync-intake")
         self._pending: list[tuple[tuple[str, str, bytes, str | None], asyncio.Future[bool]]] = []
         self._drainer: asyncio.Task[None] | None = None
 
@@ -84,8 +91,8 @@ class DeliveryWriter:
             batch = self._pending[:self.max_batch]
             del self._pending[:self.max_batch]
             try:
-                results = await asyncio.to_thread(self.store.record_deliveries,
-                                                  [item for item, _ in batch])
+                results = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self.store.record_deliveries, [item for item, _ in batch])
             except Exception as exc:
                 for _, future in batch:
                     if not future.done():
@@ -94,6 +101,9 @@ class DeliveryWriter:
             for (_, future), stored in zip(batch, results, strict=True):
                 if not future.done():
                     future.set_result(stored)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
 
 
 # -- intake -------------------------------------------------------------------
@@ -111,7 +121,8 @@ def make_app(settings: Settings, store: Store, router: routing.Router, *,
     app[STORE_KEY] = store
     app[METRICS_KEY] = metrics
     app[ROUTER_KEY] = router
-    app[WRITER_KEY] = DeliveryWriter(store)
+    app[WRITER_KEY] = writer = DeliveryWriter(store)
+    app.on_cleanup.append(lambda _app: asyncio.to_thread(writer.close))
     pool: WorkerPool | None = None
     if dispatcher is not None:
         pool = WorkerPool(store, dispatcher, settings.workers, metrics=metrics,
@@ -279,6 +290,7 @@ class WorkerPool:
                                                    name=f"forksync-worker-{n}"))
         if self.poll_interval > 0:
             self._tasks.append(asyncio.create_task(self._schedule(), name="forksync-scheduler"))
+        self._tasks.append(asyncio.create_task(self._maintain(), name="forksync-maintenance"))
 
     async def stop(self) -> None:
         """Let running jobs finish for ``shutdown_grace`` seconds, then hand the rest back."""
@@ -309,9 +321,9 @@ class WorkerPool:
     async def run_job(self, job: Job, worker_id: str) -> None:
         """Run one claimed job to an outcome: done, retry later, dead, or handed back."""
         started = time.monotonic()
-        heartbeat = asyncio.create_task(self._heartbeat(job, worker_id))
         task = asyncio.create_task(asyncio.wait_for(self.dispatcher(job), self.job_timeout))
         self._running[job.id] = task
+        heartbeat = _Heartbeat(self.store, job, worker_id, task, asyncio.get_running_loop())
         outcome = "done"
         try:
             try:
@@ -345,7 +357,7 @@ class WorkerPool:
                                             worker_id=worker_id)
             outcome = "dead" if state == "dead" else "retry"
         finally:
-            heartbeat.cancel()
+            heartbeat.stop()
             self._running.pop(job.id, None)
             elapsed = time.monotonic() - started
             self.metrics.inc("forksync_jobs_finished_total", kind=job.kind, outcome=outcome)
@@ -353,22 +365,20 @@ class WorkerPool:
                                  outcome=outcome)
         log.info("job %d (%s %s) %s in %.2fs", job.id, job.kind, job.key, outcome, elapsed)
 
-    async def _heartbeat(self, job: Job, worker_id: str) -> None:
-        period = max(self.store.lease_seconds / 3, 0.05)
-        while True:
-            await asyncio.sleep(period)
+    async def _maintain(self) -> None:
+        """Hourly: drop deliveries older than a week and done jobs older than a month."""
+        while not self._stopping.is_set():
+            now = time.time()
             try:
-                alive = await asyncio.to_thread(self.store.heartbeat, job.id, worker_id)
+                deliveries, jobs = await asyncio.to_thread(
+                    self.store.prune, deliveries_before=now - DELIVERY_RETENTION,
+                    done_jobs_before=now - DONE_JOB_RETENTION)
+                if deliveries or jobs:
+                    log.info("pruned %d old deliveries and %d done jobs", deliveries, jobs)
             except Exception:
-                log.exception("job %d: heartbeat failed", job.id)
-                continue
-            if not alive:
-                # Another worker owns it now; two runs of one job must not overlap.
-                log.error("job %d: lease lost, cancelling this run", job.id)
-                task = self._running.get(job.id)
-                if task is not None:
-                    task.cancel()
-                return
+                log.exception("maintenance: cannot prune the store")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), 3600)
 
     async def _schedule(self) -> None:
         while not self._stopping.is_set():
@@ -381,6 +391,43 @@ class WorkerPool:
                 log.exception("scheduler: cannot queue poll jobs")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.poll_interval)
+
+
+class _Heartbeat:
+    """Renews a job's lease from a thread while the job runs.
+
+    A thread, not a task: a job that blocks the event loop for a while (a slow
+    synchronous call) must not lose its lease and get run twice. Only the death
+    of the process stops the renewals. If the lease is lost anyway (the database
+    was unreachable for a whole lease), the run is cancelled: two runs of one job
+    must not overlap.
+    """
+
+    def __init__(self, store: Store, job: Job, worker_id: str, task: asyncio.Task[None],
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self._store, self._job, self._worker_id = store, job, worker_id
+        self._task, self._loop = task, loop
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"forksync-lease-{job.id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        period = max(self._store.lease_seconds / 3, 0.05)
+        while not self._stopped.wait(period):
+            try:
+                alive = self._store.heartbeat(self._job.id, self._worker_id)
+            except Exception:
+                log.exception("job %d: cannot renew its lease", self._job.id)
+                continue
+            if not alive and not self._stopped.is_set():
+                log.error("job %d: lease lost to another worker; cancelling this run",
+                          self._job.id)
+                self._loop.call_soon_threadsafe(self._task.cancel)
+                return
+
+    def stop(self) -> None:
+        self._stopped.set()
 
 
 def schedule_polls(store: Store, interval: int, now: float | None = None) -> int:

@@ -195,14 +195,20 @@ class Store:
         with self._read() as db:
             return int(db.execute("SELECT count(*) FROM deliveries").fetchone()[0])
 
-    def prune_deliveries(self, older_than: float) -> int:
-        """Forget deliveries received before ``older_than`` whose jobs are finished."""
+    def prune(self, *, deliveries_before: float, done_jobs_before: float) -> tuple[int, int]:
+        """Forget old deliveries whose job finished, and old done jobs; returns the counts.
+
+        Dead jobs are kept for an operator to read. A forgotten delivery that GitHub
+        redelivers by hand runs again, which every job is written to survive.
+        """
         with self._tx() as db:
-            cur = db.execute(
+            deliveries = db.execute(
                 "DELETE FROM deliveries WHERE received_at < ? AND NOT EXISTS ("
                 " SELECT 1 FROM jobs WHERE jobs.dedup = 'delivery:' || deliveries.delivery_id"
-                " AND jobs.state IN ('queued', 'running'))", (older_than,))
-            return cur.rowcount
+                " AND jobs.state IN ('queued', 'running'))", (deliveries_before,)).rowcount
+            jobs = db.execute("DELETE FROM jobs WHERE state = 'done' AND finished_at < ?",
+                              (done_jobs_before,)).rowcount
+        return deliveries, jobs
 
     # -- jobs ---------------------------------------------------------------
 

@@ -246,3 +246,32 @@ async def test_explicit_jwt_is_not_replaced_by_the_token(
     gh = client(session, api)
     await gh.getitem("/app", jwt="the.jwt.value")
     assert api.seen[0][2] == "bearer the.jwt.value"
+
+
+async def test_401_renews_the_token_once(api: FakeAPI, session: aiohttp.ClientSession) -> None:
+    tokens = iter(["revoked", "fresh", "fresh2"])
+    renewals: list[int] = []
+
+    async def provider() -> str:
+        return next(tokens)
+
+    def deny_revoked(request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") == "token revoked":
+            return web.json_response({"message": "Bad credentials"}, status=401)
+        return web.json_response({"ok": True})
+
+    api.script["/x"] = [deny_revoked]
+    gh = GitHubClient(session, base_url=api.url, token_provider=provider,
+                      on_unauthorized=lambda: renewals.append(1))
+    assert await gh.getitem("/x") == {"ok": True}
+    assert renewals == [1] and [s[2] for s in api.seen] == ["token revoked", "token fresh"]
+
+
+async def test_401_twice_is_raised(api: FakeAPI, session: aiohttp.ClientSession) -> None:
+    api.script["/x"] = [status(401, {"message": "Bad credentials"})]
+    renewals: list[int] = []
+    gh = GitHubClient(session, base_url=api.url, token_provider=static_provider(TOKEN),
+                      on_unauthorized=lambda: renewals.append(1))
+    with pytest.raises(BadRequest, match="Bad credentials"):
+        await gh.getitem("/x")
+    assert renewals == [1] and len(api.seen) == 2

@@ -421,6 +421,36 @@ async def test_job_timeout_and_retry(platform: Platform) -> None:
     assert attempts == [1, 2]
 
 
+async def test_a_job_that_blocks_the_event_loop_keeps_its_lease(settings: Settings) -> None:
+    store = Store(settings.db_path, lease_seconds=0.6)
+    intruder: list[object] = []
+
+    async def blocking(ctx: JobContext, payload: dict[str, Any]) -> None:
+        # Ask for the job from another thread while this one blocks the loop
+        # for more than two leases.
+        import threading
+
+        probe = threading.Timer(1.0, lambda: intruder.append(store.claim("intruder")))
+        probe.start()
+        time.sleep(1.5)
+        probe.join()
+
+    async with aiohttp.ClientSession() as session:
+        platform = Platform(settings, store, session, auth=StaticToken("t"))
+        job_id = store.enqueue("b", "o/a", {})
+        pool = WorkerPool(store, make_dispatcher(platform, routing.Router(),
+                                                 jobs={"b": blocking}), 1, idle_wait=0.02)
+        await pool.start()
+        try:
+            await wait_until(lambda: store.job_state(job_id) == DONE)
+        finally:
+            await pool.stop()
+    assert intruder == [None]
+    job = store.get_job(job_id)
+    assert job is not None and job.attempts == 1
+    store.close()
+
+
 async def test_stop_hands_back_a_job_that_outlives_the_grace_period(platform: Platform) -> None:
     started = asyncio.Event()
 

@@ -171,6 +171,24 @@ def test_job_counts_cover_every_state(store: Store) -> None:
     assert store.job_counts() == {QUEUED: 1, RUNNING: 0, DONE: 0, DEAD: 0}
 
 
+def test_prune_forgets_old_finished_work_only(store: Store) -> None:
+    store.record_delivery("old-done", "push", b"{}", job_key="o/a", now=100)
+    store.record_delivery("old-queued", "push", b"{}", job_key="o/b", now=100)
+    store.record_delivery("new", "push", b"{}", job_key="o/c", now=5000)
+    job = store.claim("w", now=100)
+    assert job is not None and job.payload == {"delivery_id": "old-done"}
+    store.complete(job.id, "w", now=200)
+    dead = store.enqueue("sync", "o/d", {}, now=100)
+    running = store.claim("w", now=100)  # old-queued's job: running now, still kept
+    assert running is not None and running.payload == {"delivery_id": "old-queued"}
+    assert (claimed := store.claim("w", now=100)) is not None and claimed.id == dead
+    assert store.kill(dead, "config error", now=200)
+    assert store.prune(deliveries_before=1000, done_jobs_before=1000) == (1, 1)
+    assert store.get_delivery("old-done") is None
+    assert store.get_delivery("old-queued") is not None and store.get_delivery("new") is not None
+    assert store.job_state(dead) == DEAD  # kept for the operator
+
+
 def _run_at(store: Store, job_id: int) -> float:
     with store._read() as db:
         return float(db.execute("SELECT run_at FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
