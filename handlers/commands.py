@@ -1,5 +1,68 @@
-"""Webhook handlers: commands."""
+"""Webhook handlers: ``/sync ...`` commands in comments on a sync PR become a ``"command"`` job.
 
-from gidgethub import routing
+The handler only decides whether the comment is for us; the job (``bot.command_jobs``)
+checks permission, runs the commands, reacts and replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gidgethub import BadRequest, routing, sansio
+
+from bot.command_jobs import COMMAND_JOB, CommandRequest
+from bot.commands import command_lines
+from bot.context import JobContext
+from bot.publish import is_sync_branch, load_fork_state
 
 router = routing.Router()
+
+
+def command_dedup(fork: str, comment_id: int) -> str:
+    """One job per comment, however often GitHub delivers it."""
+    return f"{COMMAND_JOB}:{fork}:{comment_id}"
+
+
+@router.register("issue_comment", action="created")
+async def comment_created(event: sansio.Event, ctx: JobContext) -> None:
+    data = event.data
+    comment, issue = data["comment"], data["issue"]
+    if _by_bot(data) or "pull_request" not in issue:
+        return
+    body = comment.get("body") or ""
+    if not command_lines(body):
+        return
+    fork = data["repository"]["full_name"]
+    number = int(issue["number"])
+    if not await _is_sync_pr(ctx, fork, number):
+        return
+    installation = (data.get("installation") or {}).get("id", ctx.installation_id)
+    request = CommandRequest(fork=fork, installation_id=installation, pr=number,
+                             comment_id=int(comment["id"]), author=comment["user"]["login"],
+                             body=body)
+    await ctx.enqueue(COMMAND_JOB, fork, request.to_payload(),
+                      command_dedup(fork, request.comment_id))
+
+
+def _by_bot(data: dict[str, Any]) -> bool:
+    """Our own replies (and other bots) quote commands; they must never run them."""
+    return "Bot" in ((data.get("sender") or {}).get("type"),
+                     (data["comment"].get("user") or {}).get("type"))
+
+
+async def _is_sync_pr(ctx: JobContext, fork: str, number: int) -> bool:
+    state = await asyncio.to_thread(load_fork_state, ctx.store, fork)
+    if (state.get("sync") or {}).get("pr") == number:
+        return True
+    # The state may not know it (an older sync PR, or state lost): ask for the head branch.
+    gh = await ctx.gh_for(ctx.installation_id)
+    try:
+        pull = await gh.getitem(f"/repos/{fork}/pulls/{number}")
+    except BadRequest as exc:
+        if exc.status_code == 404:
+            return False
+        raise
+    head = pull.get("head") or {}
+    head_repo = (head.get("repo") or {}).get("full_name")
+    return is_sync_branch(str(head.get("ref", ""))) and head_repo == fork

@@ -1,0 +1,594 @@
+"""The ``"command"`` job and the ``issue_comment`` handler, with the shared FakeGH.
+
+Commands that write to the sync branch run against real git: a fork and an upstream
+made by ``tests/factory.py``, served as ``file://`` remotes, with commit 1 written by
+the engine itself. GitHub is the one FakeGH from ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from bot import publish
+from bot.command_jobs import (
+    JOBS,
+    TRAILER,
+    _commit_files,
+    migrate_answers,
+    reply_marker,
+    run_command,
+    validate_answer,
+)
+from bot.commands import USAGE
+from bot.git import BOT_NAME, Git
+from bot.publish import load_fork_state, save_fork_state, save_plan, sync_branch_name
+from bot.rerere import has_markers, parse_regions
+from bot.settings import Settings
+from bot.store import Store
+from handlers.commands import command_dedup
+from handlers.commands import router as commands_router
+from tests.conftest import FakeContext, FakeGH, sample_event
+from tests.factory import PLAIN_CONFIG, Scenario, git, git_text
+
+FORK = "vime-org/vime"
+PR = 7
+USER = "vime-dev"
+PATH = "vime/calc.py"
+BASE = "".join(f"line {i}\n" for i in range(1, 31))
+FORK_TEXT = BASE.replace("line 5\n", "line 5 fork\n").replace("line 20\n", "line 20 fork\n")
+UP_TEXT = BASE.replace("line 5\n", "line 5 upstream\n").replace("line 20\n", "line 20 upstream\n")
+PEOPLE_NOTES = "Notes people wrote under the report."
+
+
+@dataclass
+class Live:
+    """An open sync PR: commit 1 on the sync branch of a ``file://`` fork, and its state."""
+
+    scenario: Scenario
+    ctx: FakeContext
+    gh: FakeGH
+    remote: Path  # the fork as the server holds it (bare)
+    upstream_remote: Path
+    branch: str
+    commit: str
+    plan_json: dict[str, Any]
+
+    @property
+    def head(self) -> str:
+        return git_text(self.remote, "rev-parse", f"refs/heads/{self.branch}")
+
+    def file(self, rev: str, path: str = PATH) -> str:
+        return git_text(self.remote, "show", f"{rev}:{path}") + "\n"
+
+    def state(self) -> dict[str, Any]:
+        return load_fork_state(self.ctx.store, FORK)
+
+    def sync(self) -> dict[str, Any]:
+        sync: dict[str, Any] = self.state()["sync"]
+        return sync
+
+    def edit_plan(self, change: Any) -> None:
+        """Change the stored plan (e.g. give an item a suggestion) as the engine might have."""
+        path = Path(self.sync()["plan_file"])
+        plan_json = json.loads(path.read_text())
+        change(plan_json)
+        path.write_text(json.dumps(plan_json))
+
+    def person_commits(self, files: dict[str, str | None], message: str = "Resolve") -> str:
+        """Someone pushes a commit to the sync branch (not the bot)."""
+        who = {"GIT_AUTHOR_NAME": "Vera Vime", "GIT_AUTHOR_EMAIL": "vera@vime.dev",
+               "GIT_COMMITTER_NAME": "Vera Vime", "GIT_COMMITTER_EMAIL": "vera@vime.dev"}
+        sha = _commit_files(Git(self.remote, env=who), self.head, files, message + "\n")
+        git(self.remote, "update-ref", f"refs/heads/{self.branch}", sha)
+        return sha
+
+    async def comment(self, body: str, *, comment_id: int = 501, author: str = USER) -> None:
+        await run_command(self.ctx, {  # type: ignore[arg-type]
+            "fork": FORK, "installation_id": 1, "pr": PR, "comment_id": comment_id,
+            "author": author, "body": body})
+
+    def replies(self) -> list[str]:
+        return [r.data["body"] for r in self.gh.sent("POST", f"/repos/{FORK}/issues/{PR}/comments")]
+
+    def reactions(self, comment_id: int = 501) -> list[str]:
+        return [r.data["content"] for r in
+                self.gh.sent("POST", f"/repos/{FORK}/issues/comments/{comment_id}/reactions")]
+
+
+def _bare_clone(source: Path, target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(target)], check=True,
+                   capture_output=True)
+    return target
+
+
+def _pull(live_head: str, branch: str) -> dict[str, Any]:
+    return {"number": PR, "state": "open", "title": "sync(THUDM/slime #11..#11): 3-way merge",
+            "body": f"<!-- forksync:begin -->\nold\n<!-- forksync:end -->\n\n{PEOPLE_NOTES}",
+            "head": {"sha": live_head, "ref": branch, "repo": {"full_name": FORK}},
+            "base": {"ref": "main", "repo": {"full_name": FORK,
+                                             "html_url": f"https://github.com/{FORK}"}}}
+
+
+@pytest.fixture
+def live(tmp_path: Path, fake_store: Store, fake_gh: FakeGH) -> Live:
+    from bot.engine import sync as engine_sync
+
+    s = Scenario(tmp_path / "repos", config=PLAIN_CONFIG)
+    s.upstream_pr(10, "Add calc", "alice", files={"slime/calc.py": BASE,
+                                                  "slime/other.py": "x = 1\n"})
+    s.sync_fork()
+    s.fork_commit("Fork: tweak calc", files={PATH: FORK_TEXT})
+    s.upstream_pr(11, "Tune calc", "bob", files={"slime/calc.py": UP_TEXT})
+    remotes = tmp_path / "remotes"
+    remote = _bare_clone(s.fork_dir, remotes / "vime-org" / "vime.git")
+    upstream_remote = _bare_clone(s.upstream_dir, remotes / "THUDM" / "slime.git")
+    settings = Settings(webhook_secret="s3cret", token="ghs_faketoken0000000000",
+                        git_url=f"file://{remotes}", data_dir=tmp_path / "data")
+    branch = sync_branch_name(s.cutoff)
+    result = engine_sync(str(remote), str(upstream_remote), branch=branch,
+                         workdir=str(tmp_path / "work"))
+    plan_json = result.plan.to_json()
+    save_fork_state(fake_store, FORK, {
+        "installation_id": 1, "upstream": "THUDM/slime", "upstream_branch": "main",
+        "fork_branch": "main", "pushed": [result.commit],
+        "sync": {"branch": branch, "commit": result.commit, "cutoff": plan_json["cutoff"],
+                 "tip": plan_json["tip"], "ours": plan_json["ours"], "pr": PR, "behind": 0,
+                 "head": result.commit, "window_label": plan_json["window_label"],
+                 "plan_file": save_plan(settings, FORK, result.commit, plan_json)}})
+    ctx = FakeContext(settings, fake_store, fake_gh, installation_id=1)
+    fake_gh.on("GET", f"/repos/{FORK}/collaborators/{USER}/permission",
+               {"permission": "write", "role_name": "write"})
+    fake_gh.on("GET", f"/repos/{FORK}/pulls/{PR}", lambda _r: _pull(live_obj.head, branch))
+    fake_gh.on("GET", f"/repos/{FORK}/pulls/{PR}/reviews", [])
+    fake_gh.on("POST", f"/repos/{FORK}/check-runs", {"id": 77})
+    fake_gh.on("GET", f"/repos/{FORK}/commits/{result.commit}/check-runs", {"check_runs": []})
+    live_obj = Live(s, ctx, fake_gh, remote, upstream_remote, branch, result.commit, plan_json)
+    return live_obj
+
+
+@pytest.fixture
+def no_check_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``forksync`` check exists yet on any head (the heads are made during the test)."""
+
+    async def none(*_a: Any) -> None:
+        return None
+
+    monkeypatch.setattr(publish, "find_check_run", none)
+
+
+def test_the_registry_names_the_job() -> None:
+    assert JOBS["command"] is run_command
+
+
+# -- permission ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer", [{"permission": "read", "role_name": "triage"},
+                                    {"permission": "none", "role_name": "none"}])
+async def test_without_write_access_a_polite_refusal_and_nothing_else(live: Live,
+                                                                      answer: Any) -> None:
+    live.gh.on("GET", f"/repos/{FORK}/collaborators/mallory/permission", answer)
+    before = live.head
+    await live.comment("/sync resolve vime/calc.py theirs", author="mallory")
+    assert live.reactions() == ["-1"]
+    (reply,) = live.replies()
+    assert reply.startswith("@mallory thank you")
+    assert f"Only people with write access to `{FORK}`" in reply
+    assert live.gh.write_count == 2  # the reaction and the reply, nothing else
+    assert live.head == before
+
+
+async def test_not_a_collaborator_at_all_is_refused(live: Live) -> None:
+    # FakeGH answers 404 for an unknown GET, as GitHub does for a non-collaborator.
+    await live.comment("/sync status", author="stranger")
+    assert live.reactions() == ["-1"]
+    assert len(live.replies()) == 1 and live.gh.write_count == 2
+
+
+@pytest.mark.parametrize("role", ["admin", "maintain", "write"])
+async def test_write_roles_may_run_commands(live: Live, role: str) -> None:
+    live.gh.on("GET", f"/repos/{FORK}/collaborators/{USER}/permission",
+               {"permission": "write" if role == "maintain" else role, "role_name": role})
+    await live.comment("/sync help")
+    assert live.reactions() == ["eyes"]
+    assert USAGE["resolve"] in live.replies()[0]
+
+
+# -- replies, reactions, idempotency ---------------------------------------------------------
+
+
+async def test_parse_error_gets_confused_and_the_usage(live: Live) -> None:
+    await live.comment("/sync resolve vime/calc.py mine")
+    assert live.reactions() == ["confused"]
+    (reply,) = live.replies()
+    assert "`mine` is not a side" in reply and f"Usage: `{USAGE['resolve']}`" in reply
+    assert reply_marker(501) in reply
+
+
+async def test_several_commands_one_reply_both_reactions(live: Live) -> None:
+    await live.comment("/sync status\n> /sync refresh\n/sync frobnicate\n")
+    assert live.reactions() == ["eyes", "confused"]
+    (reply,) = live.replies()
+    assert "> /sync status" in reply and "> /sync frobnicate" in reply
+    assert "> /sync refresh" not in reply  # quoted: not a command
+    assert reply.index("Conflict regions") < reply.index("`frobnicate` is not a command")
+
+
+async def test_a_comment_is_answered_once(live: Live) -> None:
+    await live.comment("/sync status")
+    await live.comment("/sync status")
+    assert len(live.replies()) == 1
+
+
+async def test_a_retry_finds_the_reply_it_posted_before_crashing(live: Live) -> None:
+    live.ctx.job = SimpleNamespace(attempts=2)  # type: ignore[attr-defined]
+    live.gh.on("GET", f"/repos/{FORK}/issues/{PR}/comments",
+               [{"body": "earlier"}, {"body": "@vime-dev ...\n\n" + reply_marker(501)}])
+    await live.comment("/sync status")
+    assert live.gh.write_count == 0
+
+
+async def test_comment_without_commands_does_nothing(live: Live) -> None:
+    await live.comment("LGTM, but `/sync status` later")
+    assert live.gh.requests == []
+
+
+async def test_commands_on_another_pr_say_which_is_the_sync_pr(live: Live) -> None:
+    await run_command(live.ctx, {"fork": FORK, "installation_id": 1, "pr": 3,  # type: ignore[arg-type]
+                                 "comment_id": 9, "author": USER, "body": "/sync status"})
+    reply = live.gh.sent("POST", f"/repos/{FORK}/issues/3/comments")[0].data["body"]
+    assert "#3 is not this fork's open sync PR" in reply and "#7" in reply
+
+
+# -- status ---------------------------------------------------------------------------------
+
+
+async def test_status_counts_what_is_left(live: Live) -> None:
+    state = live.state()
+    state["sync"]["behind"] = 3
+    save_fork_state(live.ctx.store, FORK, state)
+    await live.comment("/sync status")
+    (reply,) = live.replies()
+    assert "Conflict regions: **2 remaining**, 0 resolved (of 2), in `vime/calc.py`." in reply
+    assert "Open questions: **0**" in reply
+    assert "Behind upstream by **3** PRs" in reply and "/sync extend" in reply
+    assert live.gh.write_count == 2  # eyes and the reply
+
+
+async def test_status_after_a_rescan(live: Live) -> None:
+    state = live.state()
+    state["sync"]["remaining"] = [
+        {"path": PATH, "id": "Q2", "start_line": 22, "end_line": 28, "marker": True},
+        {"path": "vime/x.py", "id": "Q3", "start_line": None, "end_line": None,
+         "marker": False}]
+    state["sync"]["answers"] = {"Q9": "ours"}
+    save_fork_state(live.ctx.store, FORK, state)
+    await live.comment("/sync status")
+    reply = live.replies()[0]
+    assert "**1 remaining**, 1 resolved (of 2)" in reply
+    assert "Open questions: **1** (Q3); 1 answered." in reply
+    assert "Up to date with upstream" in reply
+
+
+# -- answer ---------------------------------------------------------------------------------
+
+
+async def test_answer_to_an_unknown_question(live: Live) -> None:
+    await live.comment("/sync answer Q9 ours")
+    assert live.reactions() == ["eyes", "confused"]
+    assert "There is no Q9 in this sync; its items are Q1–Q2." in live.replies()[0]
+    assert "answers" not in live.sync() or not live.sync()["answers"]
+
+
+async def test_answer_with_a_choice_the_item_does_not_offer(live: Live) -> None:
+    def confirm(plan_json: dict[str, Any]) -> None:
+        plan_json["files"][0]["review_items"][1]["tier"] = "Confirm"
+
+    live.edit_plan(confirm)
+    await live.comment("/sync answer Q2 maybe")
+    reply = live.replies()[0]
+    assert "`maybe` is not a choice for Q2; choose one of `ours`, `theirs`." in reply
+    assert "Usage: `/sync answer Q2 <choice>`" in reply
+    assert live.reactions() == ["eyes", "confused"]
+
+
+async def test_a_free_text_decision_is_recorded_in_the_state_and_the_body(live: Live) -> None:
+    await live.comment("/sync answer q1 keep both lines, fork first")
+    assert live.sync()["answers"] == {"Q1": "keep both lines, fork first"}
+    (patch,) = live.gh.sent("PATCH", f"/repos/{FORK}/pulls/{PR}")
+    assert "**answered: keep both lines, fork first**" in patch.data["body"]
+    assert patch.data["body"].endswith(PEOPLE_NOTES)  # people's text is kept
+    assert "Recorded **Q1**: `keep both lines, fork first`" in live.replies()[0]
+    assert live.head == live.commit  # a free-text answer changes no file
+    # The conflict region itself still keeps the check failing.
+    assert {r["id"] for r in live.sync()["remaining"] if r["marker"]} == {"Q1", "Q2"}
+    assert live.gh.sent("POST", f"/repos/{FORK}/check-runs")
+
+
+async def test_answering_a_side_takes_it_for_that_region_only(live: Live) -> None:
+    await live.comment("/sync answer Q1 theirs")
+    text = live.file(live.head)
+    assert "line 5 upstream\n" in text and "line 5 fork" not in text
+    assert [r.ours for r in parse_regions(text)] == ["line 20 fork\n"]  # Q2 still open
+    assert live.sync()["answers"] == {"Q1": "theirs"}
+    reply = live.replies()[0]
+    assert "Resolved 1 conflict region in `vime/calc.py` with **theirs** (Q1)" in reply
+
+
+def test_validate_answer() -> None:
+    decide = {"id": "Q1", "tier": "Decide", "choices": ["ours", "theirs"]}
+    assert validate_answer(decide, "Q1", "THEIRS") == "theirs"
+    assert validate_answer(decide, "Q1", "both") == "both"
+    settled = {"id": "Q2", "tier": "Settled", "kind": "policy", "reason": "policy: ours"}
+    with pytest.raises(Exception, match="Q2 is settled"):
+        validate_answer(settled, "Q2", "ours")
+
+
+# -- resolve --------------------------------------------------------------------------------
+
+
+async def test_resolve_takes_a_side_for_every_region_and_pushes_on_the_head(live: Live) -> None:
+    await live.comment("/sync resolve vime/calc.py ours")
+    head = live.head
+    assert head != live.commit
+    assert git_text(live.remote, "rev-parse", f"{head}^") == live.commit
+    assert live.file(head) == FORK_TEXT
+    assert git_text(live.remote, "log", "-1", "--format=%an", head) == BOT_NAME
+    message = git_text(live.remote, "log", "-1", "--format=%B", head)
+    assert f"{TRAILER}: 501:{PATH}:ours" in message and f"@{USER}" in message
+    assert head in live.state()["pushed"]
+    assert live.reactions() == ["eyes"]
+    assert "Resolved 2 conflict regions in `vime/calc.py` with **ours** (Q1, Q2)" in \
+        live.replies()[0]
+
+
+async def test_resolve_builds_on_what_people_pushed(live: Live) -> None:
+    resolved_q1 = live.file(live.commit).replace(parse_regions(live.file(live.commit))[0].text,
+                                                 "line 5 both\n")
+    person = live.person_commits({PATH: resolved_q1})
+    await live.comment("/sync resolve vime/calc.py theirs")
+    assert git_text(live.remote, "rev-parse", f"{live.head}^") == person
+    text = live.file(live.head)
+    assert "line 5 both\n" in text and "line 20 upstream\n" in text and not has_markers(text)
+    assert "Resolved 1 conflict region" in live.replies()[0]
+
+
+async def test_resolve_is_idempotent_when_the_job_runs_again(live: Live) -> None:
+    await live.comment("/sync resolve vime/calc.py theirs")
+    first = live.head
+    state = live.state()
+    state["commands_done"] = []  # as if the job died before it saved
+    save_fork_state(live.ctx.store, FORK, state)
+    await live.comment("/sync resolve vime/calc.py theirs")
+    assert live.head == first
+    assert f"Done already in {first[:12]}" in live.replies()[-1]
+
+
+async def test_resolve_a_file_that_is_done_changes_nothing(live: Live) -> None:
+    live.person_commits({PATH: FORK_TEXT})
+    head = live.head
+    await live.comment("/sync resolve vime/calc.py ours", comment_id=502)
+    assert live.head == head
+    assert "has no conflict markers left" in live.replies()[0]
+
+
+async def test_resolve_suggested_names_the_items_without_a_suggestion(live: Live) -> None:
+    await live.comment("/sync resolve vime/calc.py suggested")
+    assert "Q1 and Q2 in `vime/calc.py` have no suggestion" in live.replies()[0]
+    assert live.reactions() == ["eyes", "confused"]
+    assert live.head == live.commit
+
+
+async def test_resolve_suggested_uses_each_items_suggestion(live: Live) -> None:
+    def suggest(plan_json: dict[str, Any]) -> None:
+        for n, item in enumerate(plan_json["files"][0]["review_items"]):
+            item["suggestion"] = f"suggested {n}\n"
+
+    live.edit_plan(suggest)
+    await live.comment("/sync resolve vime/calc.py suggested")
+    text = live.file(live.head)
+    assert text == BASE.replace("line 5\n", "suggested 0\n").replace("line 20\n", "suggested 1\n")
+
+
+async def test_resolve_a_path_that_is_not_conflicted(live: Live) -> None:
+    await live.comment("/sync resolve vime/other.py ours")
+    assert ("`vime/other.py` is not a conflicted file of this sync. Conflicted files: "
+            "`vime/calc.py`.") in live.replies()[0]
+
+
+async def test_resolve_never_overwrites_a_push_it_did_not_see(
+        live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.command_jobs as command_jobs
+
+    real = command_jobs._commit_files
+    raced: list[str] = []
+
+    def commit_then_someone_pushes(*args: Any, **kw: Any) -> str:
+        sha = real(*args, **kw)
+        raced.append(live.person_commits({"vime/other.py": "x = 2\n"}, "A push in between"))
+        return sha
+
+    monkeypatch.setattr(command_jobs, "_commit_files", commit_then_someone_pushes)
+    await live.comment("/sync resolve vime/calc.py ours")
+    assert live.head == raced[0]  # the person's push stands
+    assert "Someone pushed to the sync branch while I was working" in live.replies()[0]
+
+
+# -- extend / refresh -----------------------------------------------------------------------
+
+
+def _update_upstream_remote(live: Live) -> None:
+    git(live.upstream_remote, "fetch", "-q", str(live.scenario.upstream_dir),
+        "+refs/heads/main:refs/heads/main")
+
+
+def _update_fork_remote(live: Live) -> None:
+    git(live.remote, "fetch", "-q", str(live.scenario.fork_dir), "+refs/heads/main:refs/heads/main")
+
+
+async def test_extend_replays_resolutions_and_carries_other_edits(
+        live: Live, no_check_runs: None) -> None:
+    s = live.scenario
+    commit1 = live.file(live.commit)
+    q1, _q2 = parse_regions(commit1)
+    # People resolve Q1 by hand and fix a line elsewhere in the file; Q2 stays open.
+    live.person_commits({PATH: commit1.replace(q1.text, "line 5 fork+upstream\n")
+                         .replace("line 12\n", "line 12 fixed\n")})
+    # Upstream moves on: #12 adds a file and touches the region of Q2 again.
+    s.upstream_pr(12, "More calc", "carol", files={
+        "slime/new.py": "y = 2\n",
+        "slime/calc.py": UP_TEXT.replace("line 20 upstream\n", "line 20 upstream v2\n")})
+    _update_upstream_remote(live)
+    await live.comment("/sync extend #12")
+
+    reply = live.replies()[0]
+    assert live.reactions() == ["eyes"], reply
+    assert "Extended the window to #12: now #11..#12 (was #11..#11)." in reply
+    assert "Replayed **1** recorded resolution" in reply
+    head = live.head
+    sync = live.sync()
+    commit1_new = sync["commit"]
+    assert git_text(live.remote, "rev-parse", f"{head}^") == commit1_new
+    assert git_text(live.remote, "log", "-1", "--format=%s", head) == \
+        "forksync: replay 1 resolutions"
+    assert "Upstream-Sync: THUDM/slime@" + s.tip in \
+        git_text(live.remote, "log", "-1", "--format=%B", commit1_new)
+    text = live.file(head)
+    assert "line 5 fork+upstream\n" in text  # Q1 replayed
+    assert "line 12 fixed\n" in text  # the other edit carried over
+    (region,) = parse_regions(text)  # Q2 changed upstream again: a fresh region to review
+    assert region.theirs == "line 20 upstream v2\n"
+    assert live.file(head, "vime/new.py") == "y = 2\n"
+    assert sync["tip"] == s.tip and "pending" not in sync and sync["head"] == head
+    assert sync["behind"] == 0 and sync["review_commit"] == commit1_new
+    assert {head, commit1_new} <= set(live.state()["pushed"])
+    (review,) = live.gh.sent("POST", f"/repos/{FORK}/pulls/{PR}/reviews")
+    assert review.data["commit_id"] == commit1_new
+    # One comment, for the region still open, on its lines in the new commit 1.
+    (item,) = [i for f in json.loads(Path(sync["plan_file"]).read_text())["files"]
+               for i in f["review_items"] if i["theirs"] == "line 20 upstream v2\n"]
+    assert [(c["start_line"], c["line"]) for c in review.data["comments"]] == [
+        (item["start_line"], item["end_line"])]
+    patch = live.gh.sent("PATCH", f"/repos/{FORK}/pulls/{PR}")[0].data
+    assert "#11..#12" in patch["title"] and patch["body"].endswith(PEOPLE_NOTES)
+    check = live.gh.sent("POST", f"/repos/{FORK}/check-runs")[0].data
+    assert check["head_sha"] == head and check["conclusion"] == "failure"
+
+
+async def test_extend_to_a_tip_already_in_the_window(live: Live) -> None:
+    await live.comment("/sync extend #11")
+    assert "#11 (`" in live.replies()[0] and "is already in this window" in live.replies()[0]
+    assert live.reactions() == ["eyes", "confused"] and live.head == live.commit
+
+
+async def test_refresh_onto_a_newer_fork_main_keeps_every_resolution(
+        live: Live, no_check_runs: None) -> None:
+    s = live.scenario
+    commit1 = live.file(live.commit)
+    q1, q2 = parse_regions(commit1)
+    live.person_commits({PATH: commit1.replace(q1.text, "five\n").replace(q2.text, "twenty\n")})
+    s.fork_commit("Fork: unrelated work", files={"vime/other.py": "x = 1  # fork\n"})
+    _update_fork_remote(live)
+    await live.comment("/sync refresh")
+    reply = live.replies()[0]
+    assert "Refreshed the sync onto the newest fork main" in reply, reply
+    assert "Replayed **2** recorded resolutions" in reply
+    head = live.head
+    sync = live.sync()
+    assert git_text(live.remote, "rev-parse", f"{sync['commit']}^") == s.fork_head
+    assert live.file(head) == BASE.replace("line 5\n", "five\n").replace("line 20\n", "twenty\n")
+    assert live.file(head, "vime/other.py") == "x = 1  # fork\n"
+    assert sync["ours"] == s.fork_head and sync["resolved"] == ["Q1", "Q2"]
+    assert live.gh.sent("POST", f"/repos/{FORK}/check-runs")[0].data["conclusion"] == "success"
+
+
+async def test_refresh_when_nothing_moved(live: Live) -> None:
+    await live.comment("/sync refresh")
+    assert "already based on the newest `main`" in live.replies()[0]
+    assert live.head == live.commit
+
+
+def test_answers_follow_their_items_to_the_new_plan() -> None:
+    old = {"files": [{"review_items": [
+        {"id": "Q1", "path": "a", "kind": "conflict", "ours": "o", "base": "b", "theirs": "t"},
+        {"id": "Q2", "path": "b", "kind": "flag", "ours": "", "base": "", "theirs": "x"}]}]}
+    new = {"files": [{"review_items": [
+        {"id": "Q1", "path": "0", "kind": "conflict", "ours": "n", "base": "n", "theirs": "n"},
+        {"id": "Q2", "path": "a", "kind": "conflict", "ours": "o", "base": "b", "theirs": "t"}]}]}
+    assert migrate_answers(old, new, {"Q1": "ours", "Q2": "yes"}) == ({"Q2": "ours"}, ["Q2"])
+
+
+# -- the issue_comment handler --------------------------------------------------------------
+
+
+def _comment_event(**changes: Any) -> Any:
+    return sample_event("issue_comment.created", **changes)
+
+
+async def test_handler_queues_a_command_job_for_the_sync_pr(fake_ctx: FakeContext) -> None:
+    event = _comment_event()
+    fork = event.data["repository"]["full_name"]
+    number = event.data["issue"]["number"]
+    save_fork_state(fake_ctx.store, fork, {"sync": {"pr": number}})
+    await commands_router.dispatch(event, fake_ctx)
+    comment = event.data["comment"]
+    assert fake_ctx.enqueued == [("command", fork, {
+        "fork": fork, "installation_id": event.data["installation"]["id"], "pr": number,
+        "comment_id": comment["id"], "author": comment["user"]["login"],
+        "body": comment["body"]}, command_dedup(fork, comment["id"]))]
+    assert fake_ctx.gh.requests == []  # the state knew the PR: no request
+    await commands_router.dispatch(event, fake_ctx)  # redelivered: still one job
+    assert len(fake_ctx.enqueued) == 1
+
+
+async def test_handler_asks_for_the_head_branch_when_the_state_does_not_know(
+        fake_ctx: FakeContext) -> None:
+    event = _comment_event()
+    fork = event.data["repository"]["full_name"]
+    number = event.data["issue"]["number"]
+    fake_ctx.gh.on("GET", f"/repos/{fork}/pulls/{number}",
+                   {"head": {"ref": "forksync/sync-0123456789", "repo": {"full_name": fork}}})
+    await commands_router.dispatch(event, fake_ctx)
+    assert len(fake_ctx.enqueued) == 1
+
+
+@pytest.mark.parametrize("head", [
+    {"ref": "feature", "repo": {"full_name": "vime-org/vime"}},
+    {"ref": "forksync/sync-0123456789", "repo": {"full_name": "someone/vime"}},
+])
+async def test_handler_ignores_other_prs(fake_ctx: FakeContext, head: Any) -> None:
+    event = _comment_event()
+    fake_ctx.gh.on("GET", f"/repos/vime-org/vime/pulls/{event.data['issue']['number']}",
+                   {"head": head})
+    await commands_router.dispatch(event, fake_ctx)
+    assert fake_ctx.enqueued == []
+
+
+@pytest.mark.parametrize("changes", [
+    {"sender.type": "Bot"},
+    {"comment.user.type": "Bot"},
+    {"comment.body": "no command here, just `/sync status` in prose"},
+    {"comment.body": "```\n/sync refresh\n```"},
+])
+async def test_handler_ignores_bots_and_comments_without_commands(
+        fake_ctx: FakeContext, changes: dict[str, Any]) -> None:
+    event = _comment_event(**changes)
+    save_fork_state(fake_ctx.store, "vime-org/vime",
+                    {"sync": {"pr": event.data["issue"]["number"]}})
+    await commands_router.dispatch(event, fake_ctx)
+    assert fake_ctx.enqueued == [] and fake_ctx.gh.requests == []
+
+
+async def test_handler_ignores_plain_issues(fake_ctx: FakeContext) -> None:
+    event = _comment_event()
+    del event.data["issue"]["pull_request"]
+    await commands_router.dispatch(event, fake_ctx)
+    assert fake_ctx.enqueued == [] and fake_ctx.gh.requests == []
