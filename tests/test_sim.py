@@ -633,3 +633,26 @@ def test_standalone_server_serves_a_repository(work: Path, tmp_path: Path) -> No
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+async def test_pushes_that_merge_or_delete_a_head_close_the_pr(
+        sim: Simulator, gh: GitHubAPI, work: Path, receiver: Receiver) -> None:
+    pr = await open_sync_pr(sim, gh, work)
+    change_line(work, "other", {1: "one"})
+    token = sim.issue_token(REPO)
+    assert push(sim, work, "other", token).returncode == 0
+    other = await gh.post(f"/repos/{REPO}/pulls",
+                          data={"title": "other", "head": "other", "base": "main"})
+    git(work, "checkout", "-q", "main")
+    git(work, "merge", "-q", "--no-edit", "sync")  # merged locally, then pushed to main
+    assert push(sim, work, "main", token).returncode == 0
+    deleted = git(work, "push", "-q", sim.git_url(REPO, token), ":refs/heads/other",
+                  check=False)
+    assert deleted.returncode == 0, deleted.stderr
+    await sim.wait_deliveries()
+    closed = {e.data["number"]: e.data["pull_request"] for e in receiver.events
+              if e.event == "pull_request" and e.data["action"] == "closed"}
+    assert closed[pr["number"]]["merged"] is True
+    assert closed[other["number"]]["merged"] is False
+    assert [e.data["deleted"] for e in receiver.events if e.event == "push"][-1] is True
+    assert sim.violations == []

@@ -164,7 +164,7 @@ class Api:
         def url(n: int) -> str:
             query = {k: v for k, v in call.request.query.items() if k != "page"}
             query["page"] = str(n)
-            return f"{self.sim.base_url}{call.request.path}?{urlencode(query)}"
+            return f"{self.sim.base_url}{call.request.rel_url.raw_path}?{urlencode(query)}"
 
         if page > 1:
             links.append(f'<{url(page - 1)}>; rel="prev"')

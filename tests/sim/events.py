@@ -58,9 +58,13 @@ class Events:
             await self.push(repo, ref, before.get(ref, gitrepo.ZERO_SHA),
                             after.get(ref, gitrepo.ZERO_SHA), pusher, other_refs=after)
         for ref in changed:
-            if not ref.startswith("refs/heads/") or ref not in after:
+            if not ref.startswith("refs/heads/"):
                 continue
             branch = ref.removeprefix("refs/heads/")
+            if ref not in after:
+                await self._head_deleted(repo, branch, pusher)
+                continue
+            await self._merged_by_push(repo, branch, after[ref], pusher)
             for pr in self.sim.state.prs(repo.full_name):
                 if pr.state == "open" and pr.head_ref == branch and pr.head_sha != after[ref]:
                     old = pr.head_sha
@@ -68,6 +72,23 @@ class Events:
                     pr.updated_at = now()
                     await self.pull_request(repo, pr, "synchronize", sender=pusher,
                                             before=old, after=after[ref])
+
+    async def _head_deleted(self, repo: Repo, branch: str, pusher: User) -> None:
+        """GitHub closes the open PRs whose head branch was deleted."""
+        for pr in self.sim.state.prs(repo.full_name):
+            if pr.state == "open" and pr.head_ref == branch:
+                pr.state, pr.closed_at, pr.updated_at = "closed", now(), now()
+                await self.pull_request(repo, pr, "closed", sender=pusher)
+
+    async def _merged_by_push(self, repo: Repo, branch: str, tip: str, pusher: User) -> None:
+        """A push that puts a PR's head into its base marks the PR merged, as on GitHub."""
+        for pr in self.sim.state.prs(repo.full_name):
+            if pr.state == "open" and pr.base_ref == branch and \
+                    await gitrepo.is_ancestor(repo.git_dir, pr.head_sha, tip):
+                pr.state, pr.merged, pr.merged_by = "closed", True, pusher
+                pr.merged_at = pr.closed_at = pr.updated_at = now()
+                pr.merge_commit_sha = tip
+                await self.pull_request(repo, pr, "closed", sender=pusher)
 
     async def push(self, repo: Repo, ref: str, before: str, after: str, pusher: User, *,
                    other_refs: dict[str, str]) -> None:

@@ -250,7 +250,11 @@ class Simulator:
             elif git_match:
                 response = await self._git(request, git_match, record)
             else:
-                response = await self._api(request, record, request_id)
+                # GitHub finishes a request even if the client hangs up half way: never leave
+                # half of a write behind because the handler was cancelled.
+                task = asyncio.ensure_future(self._api_recorded(request, record, request_id))
+                self._track(task)
+                response = await asyncio.shield(task)
         except asyncio.CancelledError:
             record.status = record.status or 0
             raise
@@ -289,6 +293,18 @@ class Simulator:
                extra: Mapping[str, str] | None = None) -> web.Response:
         headers = {"X-GitHub-Request-Id": request_id, **(extra or {}), **error.headers}
         return web.json_response(error.body(), status=error.status, headers=headers)
+
+    async def _api_recorded(self, request: web.Request, record: RequestRecord,
+                            request_id: str) -> web.StreamResponse:
+        try:
+            response = await self._api(request, record, request_id)
+        except Exception as exc:  # a simulator bug must still answer like GitHub
+            log.exception("simulator error on %s %s", request.method, request.path)
+            self.internal_errors.append(f"{request.method} {request.path}: "
+                                        f"{type(exc).__name__}: {exc}")
+            response = self._error(ApiError(500, ERROR_MESSAGES[500]), request_id)
+        record.status = response.status
+        return response
 
     async def _api(self, request: web.Request, record: RequestRecord,
                    request_id: str) -> web.StreamResponse:
@@ -451,9 +467,12 @@ class Simulator:
         # git hangs up as soon as it has read the answer, which cancels this handler; the
         # ref snapshot and the webhooks after the push must happen regardless.
         task = asyncio.ensure_future(self._receive_pack(request, repo, path_info, user, record))
+        self._track(task)
+        return await asyncio.shield(task)
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
-        return await asyncio.shield(task)
 
     async def _receive_pack(self, request: web.Request, repo: Repo, path_info: str,
                             user: User, record: RequestRecord) -> web.StreamResponse:
