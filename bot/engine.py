@@ -19,7 +19,7 @@ from .classify import Classifier
 from .config import CONFIG_PATH, Config, load_config, load_config_file
 from .errors import ConfigError, ForksyncError, GitError
 from .git import CatFile, Git, TreeWriter
-from .merge import Entry, edit_tree, merge
+from .merge import Entry, commit_tree_oid, edit_tree, merge
 from .model import Plan
 from .report import needs_overflow, render_markdown
 from .translate import Translator
@@ -156,10 +156,12 @@ def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str |
     window = list_window(up_git, cutoff, tip)
 
     work = work_repo(wd, fork_git, up_git)
-    ours_tree = work.text("rev-parse", f"{ours}^{{tree}}").strip()
-    outcome = merge(work, ours_tree, cutoff, tip, translator, progress=say)
-    say("classifying conflicts")
-    with CatFile(work) as cat, TreeWriter(work) as writer:
+    # One object reader and one tree writer for the whole plan: trees read or written
+    # while merging are not read again while classifying.
+    with CatFile(work) as cat, TreeWriter(work, cache=cat.tree_cache) as writer:
+        ours_tree = commit_tree_oid(cat, ours)
+        outcome = merge(work, cat, writer, ours_tree, cutoff, tip, translator, progress=say)
+        say("classifying conflicts")
         classified = Classifier(work, cat, outcome, cfg, translator, window, cutoff,
                                 tip).classify(writer)
     return Plan(

@@ -183,6 +183,7 @@ class CatFile:
         )
         self._lock = threading.Lock()
         self._trees: dict[str, list[TreeEntry]] = {}
+        self.tree_cache = self._trees
 
     def read(self, oid: str) -> tuple[str, bytes]:
         """Return (type, content) of an object; raises GitError if it is missing."""
@@ -277,9 +278,11 @@ class TreeWriter:
     round trips into one process.
     """
 
-    def __init__(self, git: Git) -> None:
+    def __init__(self, git: Git, *, cache: dict[str, list[TreeEntry]] | None = None) -> None:
         self._git = git
         self._pending: dict[str, bytes] = {}  # oid -> mktree input for that tree
+        # Trees we write are trees we know: a reader sharing this cache never parses them.
+        self._cache = cache
         self._hash = hashlib.sha256 if git.object_format() == "sha256" else hashlib.sha1
 
     def write(self, entries: Iterable[TreeEntry]) -> str:
@@ -294,6 +297,8 @@ class TreeWriter:
             text += f"{e.mode} {kind} {e.oid}\t".encode() + name + b"\0"
         oid = self._hash(b"tree %d\0" % len(raw) + bytes(raw)).hexdigest()
         self._pending.setdefault(oid, bytes(text) + b"\0")
+        if self._cache is not None:
+            self._cache.setdefault(oid, items)
         return oid
 
     def flush(self) -> None:

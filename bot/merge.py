@@ -416,31 +416,38 @@ def run_merge(work: Git, ours_tree: str, base_tree: str, theirs_tree: str, *,
     return tree, conflicts, messages
 
 
-def merge(work: Git, ours_tree: str, cutoff: str, tip: str, translator: Translator,
-          progress: Callable[[str], None] | None = None) -> MergeOutcome:
+def commit_tree_oid(cat: CatFile, commit: str) -> str:
+    """The tree of a commit, read through the running cat-file (no extra process)."""
+    kind, data = cat.read(commit)
+    if kind != "commit" or not data.startswith(b"tree "):
+        raise ForksyncError(f"{commit[:12]} is not a commit")
+    return data[5:data.index(b"\n")].decode()
+
+
+def merge(work: Git, cat: CatFile, writer: TreeWriter, ours_tree: str, cutoff: str, tip: str,
+          translator: Translator, progress: Callable[[str], None] | None = None) -> MergeOutcome:
     """Translate the window's trees and merge them into ours, exactly as merge-ort does."""
     say = progress or (lambda _msg: None)
-    cutoff_tree = work.text("rev-parse", f"{cutoff}^{{tree}}").strip()
-    tip_tree = work.text("rev-parse", f"{tip}^{{tree}}").strip()
-    with CatFile(work) as cat, TreeWriter(work) as writer:
-        say("translating the window's trees")
-        tt = TreeTranslator(work, cat, translator, TreeIndex(cat, ours_tree))
-        tt.walk(cutoff_tree, tip_tree)
-        translated = tt.resolve_pending()
+    cutoff_tree = commit_tree_oid(cat, cutoff)
+    tip_tree = commit_tree_oid(cat, tip)
+    say("translating the window's trees")
+    tt = TreeTranslator(work, cat, translator, TreeIndex(cat, ours_tree))
+    tt.walk(cutoff_tree, tip_tree)
+    translated = tt.resolve_pending()
 
-        def finish(side: _Side) -> str:
-            entries = {
-                path: Entry(e.mode, translated[_pending_key(e.oid)])
-                if e.oid.startswith("pending:") else e
-                for path, e in side.entries.items()
-            }
-            return build_tree(cat, writer, entries)
+    def finish(side: _Side) -> str:
+        entries = {
+            path: Entry(e.mode, translated[_pending_key(e.oid)])
+            if e.oid.startswith("pending:") else e
+            for path, e in side.entries.items()
+        }
+        return build_tree(cat, writer, entries)
 
-        base_tree = finish(tt.base)
-        theirs_tree = finish(tt.theirs)
-        writer.flush()
-        say("merging with git merge-tree")
-        tree, conflicts, messages = run_merge(work, ours_tree, base_tree, theirs_tree)
+    base_tree = finish(tt.base)
+    theirs_tree = finish(tt.theirs)
+    writer.flush()
+    say("merging with git merge-tree")
+    tree, conflicts, messages = run_merge(work, ours_tree, base_tree, theirs_tree)
     changes = upstream_changes(work, cutoff, tip)
     return MergeOutcome(tree, base_tree, theirs_tree, ours_tree, conflicts, messages, changes,
                         tt.path_map, translated)
