@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,10 @@ import pytest
 from aiohttp import web
 from gidgethub import routing, sansio
 
-from bot.auth import StaticToken
+from bot.auth import AppAuth, StaticToken
 from bot.context import JobContext, Platform
+from bot.git import Git, clean_env
+from bot.remote import ensure_mirror, fetch, push_with_lease
 from bot.server import (
     UnknownJobKind,
     WorkerPool,
@@ -33,6 +35,9 @@ from bot.server import (
 )
 from bot.settings import Settings
 from bot.store import DEAD, DONE, QUEUED, Store
+from tests.sim import Simulator, github_sim
+
+__all__ = ["github_sim"]  # the simulator fixture, used by the last tests
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "It's a Secret to Everybody"
@@ -556,3 +561,94 @@ def test_serve_refuses_to_start_without_a_webhook_secret(tmp_path: Path) -> None
                           capture_output=True, timeout=30)
     assert proc.returncode == 2
     assert b"FORKSYNC_WEBHOOK_SECRET" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+# -- against the GitHub simulator (tests/sim) ----------------------------------------
+
+
+@pytest.fixture
+def sim(github_sim: Simulator, tmp_path: Path) -> Iterator[Simulator]:
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**clean_env(), "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@x",
+           "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@x"}
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "init"]):
+        subprocess.run(["git", *args], cwd=work, env=env, check=True)
+    github_sim.create_repo("acme", "fork", work)
+    yield github_sim
+    assert github_sim.violations == []  # every request we made matches GitHub's OpenAPI
+    assert github_sim.internal_errors == []
+
+
+def app_settings(sim: Simulator, tmp_path: Path) -> Settings:
+    return Settings(app_id=sim.app_id, private_key=sim.private_key_pem,
+                    webhook_secret=sim.webhook_secret, api_url=sim.base_url,
+                    data_dir=tmp_path / "data")
+
+
+async def test_simulated_github_deliveries_are_accepted_and_deduplicated(
+        sim: Simulator, tmp_path: Path) -> None:
+    settings = app_settings(sim, tmp_path)
+    store = Store(settings.db_path)
+    router = routing.Router()
+
+    async def on_push(event: sansio.Event, ctx: JobContext) -> None:
+        pass
+
+    router.add(on_push, "push")
+    runner, url = await start(make_app(settings, store, router))
+    try:
+        sim.bot_url = url + "/webhook"
+        await sim.commit("acme/fork", "main", {"README.md": "hello\n"}, "docs")
+        [push] = [d for d in await sim.wait_deliveries() if d.event == "push"]
+        assert push.status == 202 and push.error is None
+        stored = store.get_delivery(push.id)
+        assert stored is not None and json.loads(stored.payload) == push.payload
+        [job] = store.list_jobs()
+        assert job.key == "acme/fork" and job.payload == {"delivery_id": push.id}
+        # GitHub's "Redeliver" button: same delivery id, same body.
+        async with aiohttp.ClientSession() as session, session.post(
+                url + "/webhook", data=json.dumps(push.payload).encode(),
+                headers={k: v for k, v in push.headers.items()
+                         if k.lower() != "content-length"}) as resp:
+            body = await resp.text()
+            assert resp.status == 200 and "duplicate" in body, body
+        assert store.count_deliveries() == 1
+    finally:
+        await runner.cleanup()
+        store.close()
+
+
+async def test_app_mode_client_against_the_simulator(sim: Simulator, tmp_path: Path) -> None:
+    settings = app_settings(sim, tmp_path)
+    store = Store(settings.db_path)
+    async with aiohttp.ClientSession() as session:
+        platform = Platform(settings, store, session,
+                            client_options={"backoff_base": 0.01, "backoff_cap": 0.05})
+        ctx = platform.context(installation_id=sim.installation_id("acme/fork"))
+        assert await ctx.installation_for_repo("acme/fork") == ctx.installation_id
+        gh = await ctx.gh_for()
+        sim.inject_fault(r"^/repos/acme/fork$", "status", status=502, times=2)
+        repo = await gh.getitem("/repos/{owner}/{repo}", {"owner": "acme", "repo": "fork"})
+        assert repo["full_name"] == "acme/fork" and gh.retry_count == 2
+        sim.inject_fault(r"^/repos/acme/fork$", "secondary_rate_limit", retry_after=1)
+        started = time.monotonic()
+        await gh.getitem("/repos/{owner}/{repo}", {"owner": "acme", "repo": "fork"})
+        assert time.monotonic() - started >= 1.0
+        # The installation token is revoked under us: one 401, a new token, success.
+        sim.expire_tokens()
+        await gh.getitem("/repos/{owner}/{repo}", {"owner": "acme", "repo": "fork"})
+        assert isinstance(platform.auth, AppAuth) and platform.auth.tokens_minted == 2
+
+        # git with the same installation token, through bot.remote
+        token = await ctx.git_token_for()
+        mirror = ensure_mirror(settings.cache_dir, "acme/fork")
+        url = f"{sim.git_base}/acme/fork.git"
+        await asyncio.to_thread(fetch, mirror, url, ["+refs/heads/main:refs/heads/main"], token)
+        main = Git(mirror).rev_parse("main")
+        assert main == sim.ref("acme/fork", "main")
+        await asyncio.to_thread(push_with_lease, mirror, url, main, "forksync/sync", None, token)
+        assert sim.ref("acme/fork", "forksync/sync") == main
+        assert platform.metrics.value("forksync_github_requests_total", method="GET",
+                                      status="502") == 2
+    store.close()
