@@ -972,16 +972,22 @@ def _synthetic_text(rng: random.Random, path: str, lines: int = 24) -> str:
     return "\n".join(out) + "\n"
 
 
-def _synthetic_paths(rng: random.Random, n: int) -> list[str]:
-    paths: set[str] = set()
-    tops = ["slime", "slime/backends/sglang_utils", "docs/en", "tests", "tools", "examples"]
-    while len(paths) < n:
-        depth = rng.randint(0, 3)
-        parts = [rng.choice(tops)] + [f"{rng.choice(_WORDS)}{rng.randint(0, 40)}"
-                                      for _ in range(depth)]
-        ext = ".md" if parts[0] == "docs/en" else ".py"
-        paths.add("/".join(parts) + f"/{rng.choice(_WORDS)}_{len(paths)}{ext}")
-    return sorted(paths)
+_TOPS = ("slime", "slime/backends/sglang_utils", "docs/en", "tests", "tools", "examples")
+FILES_PER_DIR = 20  # about what real repositories average
+WINDOW_DIRS = 60  # the window's files live in the first WINDOW_DIRS directories
+
+
+def _synthetic_dirs(rng: random.Random, count: int) -> list[str]:
+    """``count`` nested directories; the first K are the same whatever ``count`` is."""
+    dirs = list(_TOPS)
+    while len(dirs) < count:
+        parent = rng.choice(dirs)
+        dirs.append(f"{parent}/{rng.choice(_WORDS)}{len(dirs)}")
+    return dirs
+
+
+def _file_name(directory: str, stem: str) -> str:
+    return f"{directory}/{stem}{'.md' if directory.startswith('docs/') else '.py'}"
 
 
 def _edit_lines(text: str, rng: random.Random, at: int, tag: str) -> str:
@@ -1006,13 +1012,16 @@ def make_large(directory: str | Path, n_files: int, *, window_files: int = 150,
     say = progress or (lambda _msg: None)
     root = Path(directory)
     translator = make_translator(config)
-    rng = random.Random(seed)
-    # The window's files come from their own generator so they do not depend on n_files.
+    # Directories: a random tree, ~FILES_PER_DIR files each, like real repositories.
+    dirs = _synthetic_dirs(random.Random(seed), max(WINDOW_DIRS, n_files // FILES_PER_DIR))
+    # The window's paths and contents come from their own generator and directories, so
+    # they are the same whatever n_files is; only the rest of the repository grows.
     wrng = random.Random(seed + 1)
-    window_paths = _synthetic_paths(wrng, window_files)
-    # The rest of the repository: distinct paths (by a 'b' prefix on the file name).
-    other = [p.rsplit("/", 1)[0] + "/b" + p.rsplit("/", 1)[1]
-             for p in _synthetic_paths(rng, max(0, n_files - window_files))]
+    window_paths = [_file_name(wrng.choice(dirs[:WINDOW_DIRS]), f"{wrng.choice(_WORDS)}_{k}")
+                    for k in range(window_files)]
+    rng = random.Random(seed + 2)
+    other = [_file_name(rng.choice(dirs), f"b{rng.choice(_WORDS)}_{k}")
+             for k in range(max(0, n_files - window_files))]
     n_mod = int(window_files * 0.70)
     n_new = int(window_files * 0.20)
     n_del = int(window_files * 0.05)
@@ -1026,9 +1035,10 @@ def make_large(directory: str | Path, n_files: int, *, window_files: int = 150,
     say(f"upstream: {len(base_paths)} files")
     fi = FastImport(upstream)
     contents: dict[str, str] = {}
+    window_set = set(window_paths)
     ops = bytearray(b"deleteall\n")
     for p in base_paths:
-        text = _synthetic_text(wrng if p in window_paths else rng, p)
+        text = _synthetic_text(wrng if p in window_set else rng, p)
         contents[p] = text
         ops += b"M 100644 inline " + _quote(p) + b"\n" + _data(text.encode())
     who = [person(n) for n in ("alice", "bob", "carol", "dana", "erin", "frank")]

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.factory import (
+    DEFAULT_CONFIG,
     PLAIN_CONFIG,
     PNG_1X1,
     Exec,
@@ -31,8 +32,11 @@ from tests.factory import (
     Symlink,
     add_alternates,
     git,
+    git_merge_oracle,
     ls_tree,
     make_demo,
+    make_large,
+    make_translator,
     read_blobs,
 )
 
@@ -461,6 +465,25 @@ def test_window_with_merge_commit_and_prless_commit(tmp_path: Path) -> None:
     assert any(e.number is None and e.title.startswith("Direct push") for e in p.window)
     assert status_of(p, "vime/feat_b.py") == "new"
     assert merged_blob(p, "docs/en/direct.md") == b"vLLM docs\n"  # '*.md' scoped rule
+
+
+# -------------------------------------------------------------- a synthetic window
+
+
+def test_synthetic_window_of_150_files_matches_git(tmp_path: Path) -> None:
+    """The benchmark's window (48 PRs, 150 files, 45 forked) in a small repository."""
+    from bot.engine import plan
+
+    r = make_large(tmp_path / "large", 800)
+    p = plan(str(r.fork), str(r.upstream), workdir=str(tmp_path / "work"))
+    oracle = git_merge_oracle(tmp_path / "oracle", r.fork, "main", r.upstream, r.cutoff,
+                              r.tip, make_translator(DEFAULT_CONFIG))
+    add_alternates(oracle.git_dir, p.work_git_dir)
+    problems = tree_diff(oracle.git_dir, p.merged_tree, oracle.tree)
+    assert not problems, "the plan differs from git merge-tree:\n" + "\n".join(problems)
+    assert p.counts() == {"clean": 82, "conflict": 23, "new": 30, "deleted": 7, "renamed": 8,
+                          "skipped": 0, "unchanged": 0}
+    assert len(p.window) == 48
 
 
 # ------------------------------------------------------------------- the demo, policies
