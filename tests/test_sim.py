@@ -564,6 +564,7 @@ async def test_installation_lifecycle_and_token_expiry(
         sim: Simulator, work: Path, receiver: Receiver) -> None:
     sim.create_repo("org", "a", work, install=False)
     sim.create_repo("org", "b", work, install=False)
+    sim.create_repo(OWNER, "private", work, private=True)
     inst = await sim.install("org", ["org/a"])
     await sim.add_installation_repos("org", ["org/b"])
     token = sim.issue_token(inst)
@@ -571,7 +572,7 @@ async def test_installation_lifecycle_and_token_expiry(
         gh = GitHubAPI(session, "t", oauth_token=token, base_url=sim.base_url)
         assert (await gh.getitem("/repos/org/b"))["full_name"] == "org/b"
         with pytest.raises(BadRequest) as hidden:
-            await gh.getitem(f"/repos/{REPO}")  # another account's installation
+            await gh.getitem(f"/repos/{OWNER}/private")  # another account's private repo
         assert hidden.value.status_code == 404
         sim.expire_tokens()
         with pytest.raises(BadRequest) as expired:
@@ -656,3 +657,24 @@ async def test_pushes_that_merge_or_delete_a_head_close_the_pr(
     assert closed[other["number"]]["merged"] is False
     assert [e.data["deleted"] for e in receiver.events if e.event == "push"][-1] is True
     assert sim.violations == []
+
+
+async def test_any_installation_token_reads_public_repos_but_writes_only_its_own(
+        sim: Simulator, work: Path, tmp_path: Path) -> None:
+    sim.create_repo("downstream", "fork", work)
+    token = sim.issue_token("downstream/fork")
+    async with aiohttp.ClientSession() as session:
+        gh = GitHubAPI(session, "t", oauth_token=token, base_url=sim.base_url)
+        assert (await gh.getitem(f"/repos/{REPO}"))["private"] is False
+        with pytest.raises(BadRequest) as refused:
+            await gh.post(f"/repos/{REPO}/check-runs",
+                          data={"name": "x", "head_sha": sim.ref(REPO, "main")})
+        assert refused.value.status_code == 403
+    header = f"http.extraHeader=Authorization: token {token}"
+    fetched = git(tmp_path, "-c", header, "clone", "-q", f"{sim.git_base}/{REPO}.git", "up",
+                  check=False)
+    assert fetched.returncode == 0, fetched.stderr
+    change_line(work, "topic", {2: "two"})
+    pushed = git(work, "-c", header, "push", "-q", f"{sim.git_base}/{REPO}.git", "topic",
+                 check=False)
+    assert pushed.returncode != 0 and sim.ref(REPO, "topic") is None

@@ -139,7 +139,11 @@ class Api:
         if token.kind == "installation":
             inst = self.state.installations.get(token.installation_id or -1)
             if inst is None or not inst.covers(full_name):
-                raise not_found()
+                # Any token may read a public repository; writing needs the installation.
+                if repo.private:
+                    raise not_found()
+                if need != "read" or call.request.method != "GET":
+                    raise ApiError(403, "Resource not accessible by integration")
             return repo
         permission = self.sim.permission(repo, token.user.login)
         if PERMISSION_RANK[permission] < PERMISSION_RANK["read"]:

@@ -448,12 +448,11 @@ class Simulator:
             if token is None or token.expires_at < now():
                 return web.Response(status=401, text="Invalid username or token.\n",
                                     headers=challenge)
-            if not self._token_reaches(token, repo):
-                return web.Response(status=404, text="Repository not found.\n")
             user = token.user
-            needed = "write" if writing else "read"
-            if token.kind == "user" and PERMISSION_RANK[self.permission(repo, user.login)] < \
-                    PERMISSION_RANK[needed]:
+            level = self._git_permission(token, repo)
+            if level == "none":
+                return web.Response(status=404, text="Repository not found.\n")
+            if PERMISSION_RANK[level] < PERMISSION_RANK["write" if writing else "read"]:
                 return web.Response(
                     status=403, text=f"Permission to {full_name}.git denied to {user.login}.\n")
         elif writing or repo.private:
@@ -487,11 +486,13 @@ class Simulator:
                 after = await gitrepo.refs(repo.git_dir)
                 await self.events.ref_changes(repo, before, after, user)
 
-    def _token_reaches(self, token: Token, repo: Repo) -> bool:
+    def _git_permission(self, token: Token, repo: Repo) -> str:
         if token.kind == "installation":
             inst = self.state.installations.get(token.installation_id or -1)
-            return inst is not None and inst.covers(repo.full_name)
-        return not repo.private or PERMISSION_RANK[self.permission(repo, token.user.login)] > 0
+            if inst is not None and inst.covers(repo.full_name):
+                return "write"
+            return "none" if repo.private else "read"
+        return self.permission(repo, token.user.login)
 
     def _repo_lock(self, full_name: str) -> asyncio.Lock:
         if full_name not in self._repo_locks:
