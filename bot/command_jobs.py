@@ -9,8 +9,12 @@ Commands that change the sync branch (``resolve``, ``answer`` on a conflict regi
 ``extend``, ``refresh``) commit as the bot on top of the head they just read and push
 with a lease on that head, so they never overwrite a push they did not see. The push
 then triggers the normal rescan. ``extend`` and ``refresh`` first record every
-resolution people made (``bot.rerere``) and replay them onto the new merge, and carry
-over their other edits with a 3-way file merge, so no human work is lost.
+resolution people made (``bot.rerere``), make a new commit 1, replay the resolutions
+onto it in a second commit, and carry over people's other edits with a 3-way file
+merge, so no human work is lost. If people pushed commits, that second commit also
+has the old head as a parent: the push is then a fast-forward and their commits stay
+in the history (DESIGN: never force-push over commits people pushed). Only a branch
+that holds nothing but the bot's own commits is replaced.
 
 Every step is idempotent: a retried job finds its reply, its pushed commit (by the
 ``Forksync-Command`` trailer) or its half-finished extend (``sync["pending"]``).
@@ -467,16 +471,26 @@ class _Runner:
         replay = await asyncio.to_thread(
             replay_onto, git, plan_json, commit1, dict(sync["rerere"]), old_commit=sync["commit"],
             old_head=branch.head)
+        # Commits people pushed are never dropped from the branch: then the replay commit
+        # also has the old head as a parent, and the push is a fast-forward.
+        people = await asyncio.to_thread(_commits_by_people, git, sync["commit"], branch.head,
+                                         set(self.state.get("pushed", [])))
         head = commit1
-        if replay.files:
+        if replay.files or people:
             verb = "extend" if isinstance(command, Extend) else "refresh"
             message = (f"forksync: replay {replay.replayed} resolutions\n\n"
                        f"Recorded from {branch.head[:12]} for `/sync {verb}` requested by "
                        f"@{self.req.author} in #{self.req.pr}.\n")
+            if people:
+                message += (f"\nThe previous head {branch.head[:12]} is its second parent, so "
+                            f"the {len(people)} commit(s) people pushed stay in the history.\n")
             # Dated like commit 1, so a retried job makes the very same commit.
             date = git.text("log", "-1", "--format=%ct +0000", commit1).strip()
-            head = await asyncio.to_thread(_commit_files, git, commit1, replay.files, message,
-                                           date=date)
+            head = await asyncio.to_thread(
+                _commit_files, git, commit1, replay.files, message, date=date,
+                extra_parents=[branch.head] if people else [])
+
+        replay.kept_history = bool(people)
 
         # 4. Remember the new heads before pushing, then push over the head just read.
         answers, dropped = migrate_answers(old_plan, plan_json, dict(sync.get("answers", {})))
@@ -774,6 +788,10 @@ def rebuild_text(command: Extend | Refresh, old_plan: dict[str, Any], plan_json:
              f"- Replayed **{replay.replayed}** recorded resolution"
              f"{'s' if replay.replayed != 1 else ''}"
              + (f" in a second commit `{new_head[:12]}`." if replay.files else ".")]
+    if replay.kept_history:
+        lines.append(f"- The commits people pushed stay in the branch's history: the previous "
+                     f"head `{old_head[:12]}` is a parent of the new head, so this was a "
+                     "fast-forward, not a force-push.")
     if replay.carried:
         lines.append(f"- Carried over other edits people made in {_and(replay.carried[:10])}.")
     if replay.not_carried:
@@ -838,7 +856,7 @@ def _commit_with_trailer(git: Git, head: str, tag: str) -> str | None:
 
 
 def _commit_files(git: Git, parent: str, files: dict[str, str | None], message: str, *,
-                  date: str | None = None) -> str:
+                  date: str | None = None, extra_parents: Iterable[str] = ()) -> str:
     """A commit on ``parent`` with some files replaced (None: deleted); modes are kept."""
     from .merge import Entry, edit_tree
 
@@ -856,7 +874,13 @@ def _commit_files(git: Git, parent: str, files: dict[str, str | None], message: 
         edits[path] = Entry(mode, oids[path])
     with CatFile(git) as cat, TreeWriter(git) as writer:
         tree = edit_tree(cat, writer, root, edits)
-    return git.commit_tree(tree, [parent], message, date=date)
+    return git.commit_tree(tree, [parent, *extra_parents], message, date=date)
+
+
+def _commits_by_people(git: Git, commit: str, head: str, pushed: set[str]) -> list[str]:
+    """Commits on the branch since commit 1 that the bot did not write."""
+    out = git.text("rev-list", head, "--not", commit, "--").split()
+    return [sha for sha in out if sha not in pushed]
 
 
 def record_branch(git: Git, plan_json: dict[str, Any], commit: str, head: str) -> _Recorded:
@@ -886,6 +910,7 @@ class Replayed:
     replayed: int = 0
     carried: list[str] = field(default_factory=list)  # paths with other edits carried over
     not_carried: list[str] = field(default_factory=list)  # paths whose edits overlapped
+    kept_history: bool = False  # the old head is a parent of the new head
 
 
 def replay_onto(git: Git, plan_json: dict[str, Any], commit1: str,

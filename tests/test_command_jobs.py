@@ -440,8 +440,8 @@ async def test_extend_replays_resolutions_and_carries_other_edits(
     commit1 = live.file(live.commit)
     q1, _q2 = parse_regions(commit1)
     # People resolve Q1 by hand and fix a line elsewhere in the file; Q2 stays open.
-    live.person_commits({PATH: commit1.replace(q1.text, "line 5 fork+upstream\n")
-                         .replace("line 12\n", "line 12 fixed\n")})
+    person = live.person_commits({PATH: commit1.replace(q1.text, "line 5 fork+upstream\n")
+                                  .replace("line 12\n", "line 12 fixed\n")})
     # Upstream moves on: #12 adds a file and touches the region of Q2 again.
     s.upstream_pr(12, "More calc", "carol", files={
         "slime/new.py": "y = 2\n",
@@ -456,7 +456,10 @@ async def test_extend_replays_resolutions_and_carries_other_edits(
     head = live.head
     sync = live.sync()
     commit1_new = sync["commit"]
-    assert git_text(live.remote, "rev-parse", f"{head}^") == commit1_new
+    # A fast-forward: the person's commit stays in the history, as the second parent.
+    assert git_text(live.remote, "rev-parse", f"{head}^1", f"{head}^2").split() == [
+        commit1_new, person]
+    assert "stay in the branch's history" in reply
     assert git_text(live.remote, "log", "-1", "--format=%s", head) == \
         "forksync: replay 1 resolutions"
     assert "Upstream-Sync: THUDM/slime@" + s.tip in \
@@ -494,7 +497,8 @@ async def test_refresh_onto_a_newer_fork_main_keeps_every_resolution(
     s = live.scenario
     commit1 = live.file(live.commit)
     q1, q2 = parse_regions(commit1)
-    live.person_commits({PATH: commit1.replace(q1.text, "five\n").replace(q2.text, "twenty\n")})
+    person = live.person_commits({PATH: commit1.replace(q1.text, "five\n")
+                                  .replace(q2.text, "twenty\n")})
     s.fork_commit("Fork: unrelated work", files={"vime/other.py": "x = 1  # fork\n"})
     _update_fork_remote(live)
     await live.comment("/sync refresh")
@@ -505,9 +509,56 @@ async def test_refresh_onto_a_newer_fork_main_keeps_every_resolution(
     sync = live.sync()
     assert git_text(live.remote, "rev-parse", f"{sync['commit']}^") == s.fork_head
     assert live.file(head) == BASE.replace("line 5\n", "five\n").replace("line 20\n", "twenty\n")
+    assert git_text(live.remote, "rev-parse", f"{head}^2") == person
     assert live.file(head, "vime/other.py") == "x = 1  # fork\n"
     assert sync["ours"] == s.fork_head and sync["resolved"] == ["Q1", "Q2"]
     assert live.gh.sent("POST", f"/repos/{FORK}/check-runs")[0].data["conclusion"] == "success"
+
+
+async def test_a_branch_with_only_the_bots_commits_is_replaced(
+        live: Live, no_check_runs: None) -> None:
+    await live.comment("/sync answer Q1 ours", comment_id=600)  # the bot resolves Q1
+    bot_head = live.head
+    live.scenario.upstream_pr(12, "Docs", "carol", files={"README.md": "slime docs\n"})
+    _update_upstream_remote(live)
+    await live.comment("/sync extend", comment_id=601)
+    reply = live.replies()[-1]
+    assert "Extended the window to the upstream head" in reply, reply
+    head = live.head
+    sync = live.sync()
+    assert git_text(live.remote, "rev-list", "--parents", "-n", "1", head).split() == [
+        head, sync["commit"]]  # linear: commit 1 and the replay, over the bot's own head
+    assert bot_head not in git_text(live.remote, "rev-list", head).split()
+    assert "line 5 fork\n" in live.file(head) and len(parse_regions(live.file(head))) == 1
+    assert sync["answers"] == {"Q1": "ours"}  # the answer follows its item
+
+
+async def test_a_retry_after_the_push_only_finishes_the_job(
+        live: Live, no_check_runs: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.command_jobs as command_jobs
+
+    live.scenario.upstream_pr(12, "Docs", "carol", files={"README.md": "slime docs\n"})
+    _update_upstream_remote(live)
+    real = command_jobs._Runner.finish_rebuild
+    calls: list[int] = []
+
+    async def crash_once(self: Any, pending: dict[str, Any]) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("worker killed")
+        await real(self, pending)
+
+    monkeypatch.setattr(command_jobs._Runner, "finish_rebuild", crash_once)
+    with pytest.raises(RuntimeError):
+        await live.comment("/sync extend")
+    pushed = live.head
+    assert live.sync()["pending"]["head"] == pushed and live.replies() == []
+    await live.comment("/sync extend")  # the queue runs the job again
+    assert live.head == pushed  # no second merge, no second push
+    sync = live.sync()
+    assert "pending" not in sync and sync["head"] == pushed
+    (reply,) = live.replies()
+    assert "Extended the window to the upstream head" in reply
 
 
 async def test_refresh_when_nothing_moved(live: Live) -> None:
