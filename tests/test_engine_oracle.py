@@ -275,6 +275,62 @@ def test_pure_rename_status(tmp_path: Path) -> None:
     assert [f.upstream_path for f in p.files if f.path == "vime/b/a.py"] == ["slime/b/a.py"]
 
 
+def test_upstream_renames_a_directory_the_fork_added_to(tmp_path: Path) -> None:
+    s = scenario(tmp_path, {f"slime/plugins/p{i}.py": lines(6, f"p{i}") for i in range(4)})
+    s.fork_commit("Fork: a plugin of its own", {"vime/plugins/fork_only.py": lines(3, "fork")})
+    s.upstream_pr(11, "plugins -> extensions", "bob",
+                  renames={f"slime/plugins/p{i}.py": f"slime/extensions/p{i}.py"
+                           for i in range(4)})
+    p = run_plan(s, tmp_path)
+    assert_matches_git(s, p, tmp_path)
+
+
+def test_fork_renamed_a_directory_upstream_adds_to(tmp_path: Path) -> None:
+    s = scenario(tmp_path, {f"slime/ops/op{i}.py": lines(6, f"op{i}") for i in range(4)})
+    s.fork_commit("Fork: ops -> kernels",
+                  renames={f"vime/ops/op{i}.py": f"vime/kernels/op{i}.py" for i in range(4)})
+    s.upstream_pr(11, "A new op, and a fix", "bob", files={
+        "slime/ops/op9.py": lines(4, "op9"),
+        "slime/ops/op1.py": edit(lines(6, "op1"), 2, "fixed sglang op1")})
+    p = run_plan(s, tmp_path)
+    assert_matches_git(s, p, tmp_path)
+
+
+def test_file_becomes_a_directory(tmp_path: Path) -> None:
+    base = lines(8)
+    s = scenario(tmp_path, {"slime/config": base, "slime/layout.py": base})
+    s.fork_commit("Fork: edit config", {"vime/config": edit(
+        s.fork_file("vime/config").decode(), 2, "fork two")})
+    s.upstream_pr(11, "config/ is a package now", "bob", files={
+        "slime/config": None, "slime/config/__init__.py": lines(2, "init"),
+        "slime/layout.py": None, "slime/layout.py/README": "odd but legal\n"})
+    p = run_plan(s, tmp_path)
+    assert_matches_git(s, p, tmp_path)
+
+
+def test_unusual_file_names(tmp_path: Path) -> None:
+    names = ["docs/en/na\u00efve sglang.md", 'docs/weird "quoted" name.txt',
+             "docs/tab\there.txt", "data/\udcff\udcfelatin.bin", "slime/-dash.py"]
+    s = scenario(tmp_path, {n: lines(4, "odd") for n in names})
+    s.fork_commit("Fork: touch one", {s.translate_path(names[1]): edit(
+        s.fork_file(s.translate_path(names[1])).decode(), 1, "fork")})
+    s.upstream_pr(11, "Edit the odd ones", "bob",
+                  files={n: edit(lines(4, "odd"), 4, "upstream sglang") for n in names})
+    p = run_plan(s, tmp_path)
+    assert_matches_git(s, p, tmp_path)
+    assert status_of(p, "docs/en/na\u00efve vLLM.md") == "clean"
+
+
+def test_empty_files(tmp_path: Path) -> None:
+    s = scenario(tmp_path, {"slime/empty_a.py": "", "slime/full.py": lines(3)})
+    s.upstream_pr(11, "Empty files come and go", "bob", files={
+        "slime/empty_a.py": None, "slime/empty_b.py": "", "slime/full.py": ""})
+    p = run_plan(s, tmp_path)
+    assert_matches_git(s, p, tmp_path)
+    # git's rename detection pairs identical blobs, empty ones included (R100 a => b).
+    assert status_of(p, "vime/empty_b.py") == "renamed"
+
+
 # ------------------------------------------------------------- modify/delete, add/add
 
 
@@ -465,6 +521,49 @@ def test_window_with_merge_commit_and_prless_commit(tmp_path: Path) -> None:
     assert any(e.number is None and e.title.startswith("Direct push") for e in p.window)
     assert status_of(p, "vime/feat_b.py") == "new"
     assert merged_blob(p, "docs/en/direct.md") == b"vLLM docs\n"  # '*.md' scoped rule
+
+
+# ---------------------------------------------------------- how the fork is named
+
+
+def test_bare_fork_and_file_url_upstream_give_the_same_merge(tmp_path: Path) -> None:
+    base = lines(12)
+    s = scenario(tmp_path, {"slime/core.py": base})
+    s.fork_commit("Fork", {"vime/core.py": edit(s.fork_file("vime/core.py").decode(), 6, "f")})
+    s.upstream_pr(11, "Upstream", "bob", files={"slime/core.py": edit(base, 6, "u"),
+                                                "slime/extra.py": lines(3)})
+    from bot.engine import plan
+
+    by_path = run_plan(s, tmp_path)
+    by_url = plan(str(s.fork_bare), s.upstream_dir.as_uri(), workdir=str(tmp_path / "w2"))
+    assert (by_url.cutoff, by_url.tip, by_url.ours) == (by_path.cutoff, by_path.tip,
+                                                         by_path.ours)
+    assert by_url.merged_tree == by_path.merged_tree
+    assert_matches_git(s, by_url, tmp_path)
+
+
+def test_sync_writes_the_merge_as_a_new_branch(tmp_path: Path) -> None:
+    from bot.engine import sync
+
+    base = lines(12)
+    s = scenario(tmp_path, {"slime/core.py": base})
+    s.fork_commit("Fork", {"vime/core.py": edit(s.fork_file("vime/core.py").decode(), 6, "f")})
+    s.upstream_pr(11, "Upstream", "bob", files={"slime/core.py": edit(base, 6, "u")})
+    main_before = s.fork_head
+    result = sync(str(s.fork_dir), str(s.upstream_dir), workdir=str(tmp_path / "work"),
+                  branch="forksync/test")
+    assert result.branch == "forksync/test"
+    assert s.fork_head == main_before
+    sha = git(s.fork_git, "rev-parse", "refs/heads/forksync/test").decode().strip()
+    assert sha == result.commit
+    assert git(s.fork_git, "rev-parse", f"{sha}^").decode().strip() == main_before
+    message = git(s.fork_git, "log", "-1", "--format=%B", sha).decode()
+    assert f"Upstream-Sync: THUDM/slime@{s.tip}" in message
+    assert "Upstream-Window: #11..#11" in message
+    tree = git(s.fork_git, "rev-parse", f"{sha}^{{tree}}").decode().strip()
+    oracle = s.oracle(tmp_path / "oracle")
+    add_alternates(oracle.git_dir, s.fork_git)
+    assert tree_diff(oracle.git_dir, tree, oracle.tree) == []
 
 
 # -------------------------------------------------------------- a synthetic window
