@@ -463,10 +463,10 @@ class Api:
         api = f"{self.sim.base_url}/repos/{repo.full_name}"
         html = f"{self.sim.base_url}/{repo.full_name}"
         out = []
+        blobs = await gitrepo.blob_ids(repo.git_dir, pr.head_sha, [f.filename for f in page])
         for f in page:
-            blob = await gitrepo.read_path(repo.git_dir, pr.head_sha, f.filename)
             entry: JSON = {
-                "sha": blob[1] if blob else gitrepo.ZERO_SHA, "filename": f.filename,
+                "sha": blobs.get(f.filename, gitrepo.ZERO_SHA), "filename": f.filename,
                 "status": f.status, "additions": f.additions, "deletions": f.deletions,
                 "changes": f.additions + f.deletions,
                 "blob_url": f"{html}/blob/{pr.head_sha}/{f.filename}",

@@ -186,6 +186,19 @@ async def read_path(git_dir: Path, sha: str, path: str) -> tuple[str, str, bytes
     return object_type, oid, data
 
 
+async def blob_ids(git_dir: Path, sha: str, paths: Sequence[str]) -> dict[str, str]:
+    """Object ids of some paths at a commit, in one ``ls-tree`` (PR file lists can be long)."""
+    if not paths:
+        return {}
+    _, out = await run(git_dir, "ls-tree", "-z", "--full-tree", sha, "--", *paths)
+    result: dict[str, str] = {}
+    for entry in out.decode("utf-8", errors="replace").split("\x00"):
+        if entry:
+            meta, path = entry.split("\t", 1)
+            result[path] = meta.split()[2]
+    return result
+
+
 async def merge_conflicts(git_dir: Path, base: str, head: str) -> bool:
     code, _ = await run(git_dir, "merge-tree", "--write-tree", "--name-only", base, head, ok=(0, 1))
     return code == 1

@@ -709,9 +709,10 @@ class Simulator:
                    name: str | None = None) -> list[CheckRun]:
         return sorted(self.state.check_runs_of(repo, head_sha, name), key=lambda c: c.id)
 
-    def writes(self) -> list[RequestRecord]:
-        """Non-GET REST calls; git traffic and installation-token minting are not counted."""
-        return [r for r in self.requests if r.is_write]
+    def writes(self, repo: str | None = None) -> list[RequestRecord]:
+        """Non-GET REST calls (optionally to one repo); git and token minting do not count."""
+        prefix = f"/repos/{repo}/" if repo else "/"
+        return [r for r in self.requests if r.is_write and (r.path + "/").startswith(prefix)]
 
     def api_requests(self) -> list[RequestRecord]:
         return [r for r in self.requests if r.kind == "api"]
