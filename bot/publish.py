@@ -372,7 +372,7 @@ class PublishResult:
     """What one ``"sync"`` job did (for logs, the CLI and the benchmark)."""
 
     fork: str
-    action: str  # opened | resumed | behind | unchanged | refused | not-configured
+    action: str  # opened | resumed | behind | unchanged | up-to-date | refused | not-configured
     pr_number: int | None = None
     branch: str | None = None
     commit: str | None = None
@@ -442,6 +442,11 @@ async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: in
     sync: dict[str, Any] = state.get("sync") or {}
     if sync.get("pr"):
         pull = await gh.getitem(f"/repos/{fork}/pulls/{sync['pr']}")
+        if pull.get("state") == "open" and not _published(sync):
+            # A crash after the PR was opened: finish the review and the check first.
+            await _finish(gh, fork, state, repos, load_plan(sync), store)
+            return result("resumed", pr_number=pull["number"], branch=sync["branch"],
+                          commit=sync["commit"], unanchored=list(sync["unanchored"]))
         if pull.get("state") == "open":
             action = await _record_behind(ctx, gh, fork, state, repos, pull, tip_sha)
             return result(action, pr_number=pull["number"], branch=sync["branch"],
@@ -455,7 +460,18 @@ async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: in
         plan_json = load_plan(sync)  # a crash interrupted this very sync: go on with it
         action = "resumed"
     else:
-        plan_json, commit, report_path = await _run_engine(settings, repos, config, tip_sha)
+        if await asyncio.to_thread(_up_to_date, repos, upstream, tip_sha):
+            await asyncio.to_thread(save_fork_state, store, fork, state)
+            return result("up-to-date")
+        try:
+            plan_json, commit, report_path = await _run_engine(settings, repos, config, tip_sha)
+        except ForksyncError as exc:
+            # The engine works on local repositories only, so its errors do not go away by
+            # retrying: people must act (fix the config, name the cutoff). Say so on the
+            # fork's head, where they look.
+            await _report_error(gh, fork, fork_main, "forksync cannot sync", str(exc))
+            await asyncio.to_thread(save_fork_state, store, fork, state)
+            return result("refused")
         sync = {
             "branch": sync_branch_name(plan_json["cutoff"]), "commit": commit,
             "cutoff": plan_json["cutoff"], "tip": plan_json["tip"], "ours": fork_main,
@@ -475,11 +491,26 @@ async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: in
         await asyncio.to_thread(save_fork_state, store, fork, state)
         return result("refused", branch=sync["branch"], commit=sync["commit"])
 
+    number = await _finish(gh, fork, state, repos, plan_json, store)
+    return result(action, pr_number=number, branch=sync["branch"], commit=sync["commit"],
+                  unanchored=list(sync["unanchored"]))
+
+
+def _published(sync: dict[str, Any]) -> bool:
+    """Whether every step after the push (PR, review, check run) is done for commit 1."""
+    return bool(sync.get("pr") and sync.get("review_commit") == sync["commit"]
+                and sync["commit"] in sync.get("check_runs", {}))
+
+
+async def _finish(gh: GitHubClient, fork: str, state: dict[str, Any], repos: _Repos,
+                  plan_json: dict[str, Any], store: Store) -> int:
+    """After the push: find-or-create the PR, post the review once, create the check run."""
+    sync = state["sync"]
     items = comment_items(plan_json)
     if "unanchored" not in sync:
-        diff = await asyncio.to_thread(local_diff, fork_git, fork_main, sync["commit"])
+        diff = await asyncio.to_thread(local_diff, repos.fork_git, sync["ours"], sync["commit"])
         sync["unanchored"] = [i["id"] for i in split_anchored(items, diff)[1]]
-    pr = await _find_or_create_pr(gh, fork, fork_branch, sync, plan_json)
+    pr = await _find_or_create_pr(gh, fork, repos.fork_branch, sync, plan_json)
     sync["pr"] = pr["number"]
     await asyncio.to_thread(save_fork_state, store, fork, state)
 
@@ -495,8 +526,7 @@ async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: in
                                       behind=int(sync.get("behind", 0)))
     sync.setdefault("check_runs", {})[sync["commit"]] = check_id
     await asyncio.to_thread(save_fork_state, store, fork, state)
-    return result(action, pr_number=pr["number"], branch=sync["branch"], commit=sync["commit"],
-                  unanchored=list(sync["unanchored"]))
+    return int(pr["number"])
 
 
 def _load_config(text: str) -> Any:
@@ -510,6 +540,18 @@ async def _clone_url(gh: GitHubClient, settings: Settings, full_name: str) -> st
         return settings.clone_url(full_name)
     repo = await gh.getitem(f"/repos/{full_name}")
     return settings.clone_url(full_name, repo.get("clone_url"))
+
+
+def _up_to_date(repos: _Repos, upstream: str, tip_sha: str) -> bool:
+    """The fork's last sync already brought in the tip: an empty window, nothing to open."""
+    from .window import find_cutoff
+
+    cutoff = find_cutoff(Git(repos.fork_git), f"refs/heads/{repos.fork_branch}", upstream)
+    if cutoff is None:
+        return False
+    up = Git(repos.upstream_git)
+    full = up.rev_parse(cutoff)
+    return full is not None and (full == tip_sha or up.is_ancestor(tip_sha, full))
 
 
 def _resolve_tip(repos: _Repos, upstream_branch: str, tip: str | None) -> str:
@@ -596,6 +638,16 @@ async def _refuse_push(gh: GitHubClient, fork: str, state: dict[str, Any], head:
 
 async def _report_error(gh: GitHubClient, fork: str, sha: str, title: str, text: str) -> None:
     """A failure people must fix, with no PR to say it in: a failing check on the fork's head."""
+    run = await find_check_run(gh, fork, sha)
+    output = (run or {}).get("output") or {}
+    if run is not None and output.get("title") == title[:1000] \
+            and output.get("summary") == _clip(text, MAX_SUMMARY):
+        return  # said so already
+    if run is not None:
+        await gh.patch(f"/repos/{fork}/check-runs/{run['id']}", data={
+            "status": "completed", "conclusion": "failure",
+            "output": {"title": title[:1000], "summary": _clip(text, MAX_SUMMARY)}})
+        return
     await gh.post(f"/repos/{fork}/check-runs", data={
         "name": CHECK_NAME, "head_sha": sha, "status": "completed", "conclusion": "failure",
         "output": {"title": title[:1000], "summary": _clip(text, MAX_SUMMARY)}})

@@ -1,0 +1,469 @@
+"""End to end: the ``forksync serve`` process against the GitHub simulator.
+
+Real HTTP and real git on both sides: the simulator serves the REST API, git smart
+HTTP and signed webhooks (and checks every request against GitHub's OpenAPI
+description); the bot runs as its own process, authenticates as the App, and is
+killed with SIGKILL in one test. Repositories come from ``tests.factory``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot.markers import find_marker_regions
+from bot.report import BEGIN, END
+from tests.factory import PLAIN_CONFIG, Scenario
+from tests.sim import Simulator, github_sim, signature  # noqa: F401 - github_sim is a fixture
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+UPSTREAM = "THUDM/slime"
+FORK = "vime-org/vime"
+A, B = "vime/table_a.py", "vime/table_b.py"
+LEASE_SECONDS = 2.0
+
+# ``forksync serve`` itself, with only the queue's timings shortened, so that the job a
+# killed process held is taken again within seconds rather than after a minute's lease.
+LAUNCHER = """\
+import functools, sys
+import bot.server, bot.store
+bot.server.Store = functools.partial(bot.store.Store, lease_seconds=float(sys.argv[1]),
+                                     backoff_base=0.5, backoff_cap=2.0)
+from bot.cli import main
+sys.argv = ["forksync", "serve"]
+main()
+"""
+
+
+def table(name: str, n: int = 40) -> str:
+    return "".join(f"{name}_{i} = {i}\n" for i in range(1, n + 1))
+
+
+def edit(text: str, changes: dict[int, str]) -> str:
+    lines = text.splitlines(keepends=True)
+    for number, line in changes.items():
+        lines[number - 1] = line + "\n"
+    return "".join(lines)
+
+
+def build_scenario(root: Path) -> Scenario:
+    """Upstream + translated fork; the fork changed lines that upstream is about to change."""
+    s = Scenario(root, config=PLAIN_CONFIG)
+    s.upstream_pr(4, "Add tables", "dana", files={"slime/table_a.py": table("alpha"),
+                                                  "slime/table_b.py": table("beta")})
+    s.sync_fork()
+    s.fork_commit("Fork: tune the tables", {
+        A: edit(table("alpha"), {5: "alpha_5 = 50  # fork"}),
+        B: edit(table("beta"), {10: "beta_10 = 100  # fork", 30: "beta_30 = 300  # fork"})})
+    return s
+
+
+UPSTREAM_CHANGE = {
+    "slime/table_a.py": edit(table("alpha"), {5: "alpha_5 = 5000  # upstream",
+                                              25: "alpha_25 = 25000  # upstream"}),
+    "slime/table_b.py": edit(table("beta"), {10: "beta_10 = 1000  # upstream",
+                                             30: "beta_30 = 3000  # upstream"}),
+    "slime/fresh.py": "fresh = True\n",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Bot:
+    """The ``forksync serve`` process, configured like a deployment pointed at the simulator."""
+
+    def __init__(self, sim: Simulator, data_dir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = data_dir / "serve.log"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("FORKSYNC_", "GITHUB_", "GIT_"))}
+        env.update({
+            "FORKSYNC_APP_ID": str(sim.app_id), "FORKSYNC_PRIVATE_KEY": sim.private_key_pem,
+            "FORKSYNC_WEBHOOK_SECRET": sim.webhook_secret, "FORKSYNC_API_URL": sim.base_url,
+            "FORKSYNC_GIT_URL": sim.base_url, "FORKSYNC_DATA_DIR": str(data_dir),
+            "FORKSYNC_HOST": "127.0.0.1", "FORKSYNC_PORT": str(self.port),
+            "FORKSYNC_WORKERS": "2", "FORKSYNC_LOG_LEVEL": "INFO"})
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
+        self.proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(LEASE_SECONDS)],
+                                     cwd=REPO_ROOT, env=self.env, stdout=log,
+                                     stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                await self.health()
+                return
+            except (aiohttp.ClientError, OSError):
+                if self.proc.poll() is not None:
+                    break
+                await asyncio.sleep(0.1)
+        raise AssertionError(f"forksync serve did not start:\n{self.log_tail()}")
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+    async def health(self) -> dict[str, Any]:
+        async with aiohttp.ClientSession() as session, \
+                session.get(f"{self.url}/healthz", timeout=aiohttp.ClientTimeout(total=5)) as r:
+            data: dict[str, Any] = await r.json()
+            return data
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class World:
+    sim: Simulator
+    scenario: Scenario
+    bot: Bot
+    tmp: Path
+
+    async def idle(self, timeout: float = 120) -> dict[str, int]:
+        """Wait until every webhook is delivered and the bot's queue is empty, twice in a row."""
+        deadline = time.monotonic() + timeout
+        calm = 0
+        while True:
+            await self.sim.wait_deliveries()
+            jobs = (await self.bot.health())["jobs"]
+            calm = calm + 1 if jobs["queued"] == 0 and jobs["running"] == 0 else 0
+            if calm >= 3:
+                assert jobs["dead"] == 0, f"a job died:\n{self.bot.log_tail()}"
+                return dict(jobs)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the bot is still busy ({jobs}):\n{self.bot.log_tail()}")
+            await asyncio.sleep(0.2)
+
+    async def merge_upstream(self, branch: str = "tune") -> str:
+        """An upstream PR is merged on GitHub: sends push and pull_request closed."""
+        await self.sim.commit(UPSTREAM, branch, UPSTREAM_CHANGE, "Tune the tables",
+                              user="alice")
+        pr = await self.sim.open_pr(UPSTREAM, branch, title="Tune the tables", user="alice")
+        return await self.sim.merge_pr(UPSTREAM, pr.number, method="squash", user="zhuzilin")
+
+    def sync_prs(self) -> list[Any]:
+        return [p for p in self.sim.prs(FORK) if p.head_ref.startswith("forksync/sync-")]
+
+    def sync_pr(self) -> Any:
+        (pr,) = self.sync_prs()
+        return pr
+
+    def file_at(self, sha: str, path: str) -> str:
+        return subprocess.run(["git", f"--git-dir={self.sim.git_dir(FORK)}", "show",
+                               f"{sha}:{path}"], check=True, capture_output=True,
+                              text=True).stdout
+
+    def check(self, sha: str) -> Any:
+        (run,) = self.sim.check_runs(FORK, sha, "forksync")
+        return run
+
+    def snapshot(self) -> dict[str, int]:
+        """How many of each thing the bot ever made: "nothing twice" compares these."""
+        prs = self.sim.prs(FORK)
+        return {
+            "prs": len(prs),
+            "reviews": sum(len(self.sim.reviews(FORK, p.number)) for p in prs),
+            "review_comments": sum(len(self.sim.review_comments(FORK, p.number)) for p in prs),
+            "issue_comments": sum(len(self.sim.issue_comments(FORK, p.number)) for p in prs),
+            "check_runs": len(self.sim.check_runs(FORK)),
+            "writes": len(self.sim.writes()),
+        }
+
+    def assert_clean(self) -> None:
+        assert self.sim.violations == [], self.sim.violations
+        assert self.sim.unimplemented == [], self.sim.unimplemented
+        assert self.sim.internal_errors == [], self.sim.internal_errors
+        assert "Traceback" not in self.bot.log_path.read_text(errors="replace"), \
+            self.bot.log_tail()
+
+
+@pytest.fixture
+async def world(github_sim: Simulator, tmp_path: Path) -> AsyncIterator[World]:  # noqa: F811
+    scenario = build_scenario(tmp_path / "repos")
+    github_sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False)
+    github_sim.create_repo("vime-org", "vime", scenario.fork_dir, install=False)
+    bot = Bot(github_sim, tmp_path / "bot")
+    await bot.start()
+    github_sim.bot_url = f"{bot.url}/webhook"
+    w = World(github_sim, scenario, bot, tmp_path)
+    try:
+        # Installing the App registers the fork; its first sync finds nothing new.
+        await github_sim.install("THUDM")
+        await github_sim.install("vime-org")
+        await w.idle()
+        assert w.sync_prs() == []
+        yield w
+    finally:
+        bot.stop()
+
+
+def suggestion_of(comment_body: str) -> str:
+    m = re.search(r"(`{3,})suggestion\n(.*?)\1", comment_body, re.DOTALL)
+    assert m, comment_body
+    return m.group(2)
+
+
+def commit_suggestion(text: str, comment: Any) -> str:
+    """What GitHub's "Commit suggestion" button writes: the commented lines replaced."""
+    lines = text.splitlines(keepends=True)
+    start = comment.start_line or comment.line
+    return "".join(lines[:start - 1]) + suggestion_of(comment.body) + "".join(lines[comment.line:])
+
+
+def resolve_by_hand(text: str) -> str:
+    """A person's own resolution: both sides' values kept as one line per region."""
+    lines = text.splitlines(keepends=True)
+    for region in reversed(find_marker_regions(text)):
+        merged = region.ours.strip().split(" = ")[0] + " = 0  # agreed\n"
+        lines[region.start_line - 1:region.end_line] = [merged]
+    return "".join(lines)
+
+
+# -- (a) an upstream merge → draft PR, report, one review with suggestions, failing check --
+
+
+async def test_upstream_merge_opens_a_draft_pr_with_one_review_and_a_failing_check(
+        world: World) -> None:
+    sim = world.sim
+    await world.merge_upstream()
+    await world.idle()
+
+    pr = world.sync_pr()
+    assert pr.draft and pr.state == "open" and pr.base_ref == "main"
+    assert pr.body.startswith(BEGIN) and END in pr.body
+    assert "Conflicts (2 files)" in pr.body
+    assert f"- [ ] `{A}`" in pr.body and f"- [ ] `{B}`" in pr.body
+    commit1 = pr.head_sha
+    message = subprocess.run(["git", f"--git-dir={sim.git_dir(FORK)}", "log", "-1",
+                              "--format=%B", commit1], capture_output=True, text=True).stdout
+    assert f"Upstream-Sync: {UPSTREAM}@{sim.ref(UPSTREAM, 'main')}" in message
+
+    (review,) = sim.reviews(FORK, pr.number)
+    assert review.state == "COMMENTED" and review.commit_id == commit1
+    assert f"<!-- forksync:review {commit1} -->" in review.body
+    comments = sim.review_comments(FORK, pr.number)
+    assert sorted(c.path for c in comments) == [A, B, B]
+    for c in comments:
+        assert c.side == "RIGHT" and c.start_side == "RIGHT" and c.start_line < c.line
+        region = world.file_at(commit1, c.path).splitlines()[c.start_line - 1:c.line]
+        assert region[0].startswith("<<<<<<<") and region[-1].startswith(">>>>>>>")
+        assert "```suggestion" in c.body
+
+    run = world.check(commit1)
+    assert run.status == "completed" and run.conclusion == "failure"
+    assert sorted(a["path"] for a in run.annotations) == [A, B, B]
+    assert all(a["annotation_level"] == "failure" for a in run.annotations)
+    world.assert_clean()
+
+
+# -- (b) people resolve some files, then all; (c) a committed suggestion resolves its hunk --
+
+
+async def test_pushed_resolutions_tick_the_checklist_until_the_check_passes(
+        world: World) -> None:
+    sim = world.sim
+    await world.merge_upstream()
+    await world.idle()
+    pr = world.sync_pr()
+    commit1 = pr.head_sha
+
+    # (c) vera clicks "Commit suggestion" on the comment in A.
+    (on_a,) = [c for c in sim.review_comments(FORK, pr.number) if c.path == A]
+    suggested = commit_suggestion(world.file_at(commit1, A), on_a)
+    head = await sim.commit(FORK, pr.head_ref, {A: suggested},
+                            "Apply suggestions from code review", user="vera")
+    await world.idle()
+    pr = world.sync_pr()
+    assert pr.head_sha == head
+    assert f"- [x] `{A}`" in pr.body and f"- [ ] `{B}`" in pr.body
+    run = world.check(head)
+    assert run.conclusion == "failure"
+    assert sorted(a["path"] for a in run.annotations) == [B, B]
+    assert A not in run.summary
+
+    # (b) then resolves B by hand: everything is resolved, the check passes.
+    head = await sim.commit(FORK, pr.head_ref, {B: resolve_by_hand(world.file_at(head, B))},
+                            "Resolve the tables", user="vera")
+    await world.idle()
+    pr = world.sync_pr()
+    assert f"- [x] `{A}`" in pr.body and f"- [x] `{B}`" in pr.body
+    run = world.check(head)
+    assert run.conclusion == "success" and run.annotations == []
+    # The first check stays where it was: on commit 1, failing.
+    assert world.check(commit1).conclusion == "failure"
+
+    # Re-running the check on the head rescans and sends nothing new.
+    before = world.snapshot()
+    await sim.rerequest_check_run(FORK, run.id, user="vera")
+    await world.idle()
+    assert world.snapshot() == before
+    world.assert_clean()
+
+
+async def test_people_text_in_the_pr_body_survives_every_rescan(world: World) -> None:
+    sim = world.sim
+    await world.merge_upstream()
+    await world.idle()
+    pr = world.sync_pr()
+    token = sim.user_token("vera")
+    sim.add_collaborator(FORK, "vera", "write")
+    async with aiohttp.ClientSession() as session, session.patch(
+            f"{sim.base_url}/repos/{FORK}/pulls/{pr.number}",
+            headers={"Authorization": f"token {token}"},
+            json={"body": "Vera's notes: check beta with the data team.\n\n" + pr.body}) as r:
+        assert r.status == 200
+    head = await sim.commit(FORK, pr.head_ref,
+                            {A: resolve_by_hand(world.file_at(pr.head_sha, A))},
+                            "Resolve A", user="vera")
+    await world.idle()
+    pr = world.sync_pr()
+    assert pr.head_sha == head
+    assert pr.body.startswith("Vera's notes: check beta with the data team.\n\n" + BEGIN)
+    assert f"- [x] `{A}`" in pr.body
+    world.assert_clean()
+
+
+# -- (d) a redelivered webhook creates nothing twice ------------------------------------
+
+
+async def test_redelivered_webhooks_create_nothing_twice(world: World) -> None:
+    sim = world.sim
+    await world.merge_upstream()
+    await world.idle()
+    before = world.snapshot()
+    upstream_events = [d for d in sim.deliveries
+                       if d.payload.get("repository", {}).get("full_name") == UPSTREAM
+                       and d.event in ("push", "pull_request")]
+    assert upstream_events
+    async with aiohttp.ClientSession() as session:
+        for delivery in upstream_events:
+            body = json.dumps(delivery.payload).encode()
+            # The same delivery again (GitHub's "Redeliver"), then as a new delivery id.
+            for delivery_id in (delivery.id, str(uuid.uuid4())):
+                headers = dict(delivery.headers) | {
+                    "X-GitHub-Delivery": delivery_id,
+                    "X-Hub-Signature-256": signature(sim.webhook_secret, body)}
+                async with session.post(sim.bot_url or "", data=body, headers=headers) as r:
+                    assert r.status in (200, 202), await r.text()
+                    if delivery_id == delivery.id:  # stored once: never queued again
+                        assert (await r.json())["status"] in ("duplicate", "ignored")
+    await world.idle()
+    assert world.snapshot() == before
+    assert len(world.sync_prs()) == 1
+    world.assert_clean()
+
+
+# -- (e) kill -9 in the middle of a sync, restart: it completes, once -----------------------
+
+
+async def test_kill_9_in_the_middle_of_a_sync_then_restart_completes_it_once(
+        world: World) -> None:
+    sim = world.sim
+    # Hold the review request long enough to kill the process while it waits for it.
+    sim.inject_fault(r"/pulls/\d+/reviews$", "timeout", method="POST", delay=30)
+    await world.merge_upstream()
+    deadline = time.monotonic() + 60
+    while not any(r.method == "POST" and r.path.endswith("/reviews") for r in sim.requests):
+        assert time.monotonic() < deadline, world.bot.log_tail()
+        await asyncio.sleep(0.05)
+    world.bot.kill9()
+    sim.faults.clear()
+    assert len(world.sync_prs()) == 1  # the PR was opened before the kill
+    assert sim.reviews(FORK, world.sync_pr().number) == []
+
+    await world.bot.start()  # same data directory: the queue survived
+    await world.idle()
+    pr = world.sync_pr()
+    assert len(sim.reviews(FORK, pr.number)) == 1
+    assert len(sim.review_comments(FORK, pr.number)) == 3
+    assert world.check(pr.head_sha).conclusion == "failure"
+    assert len(sim.check_runs(FORK)) == 1
+    pulls_posted = [w for w in sim.writes() if w.method == "POST" and w.path.endswith("/pulls")]
+    assert len(pulls_posted) == 1
+    world.assert_clean()
+
+
+# -- (f) 5xx, 429 and secondary rate limits are retried and the sync completes ----------
+
+
+async def test_server_errors_and_rate_limits_are_retried_and_the_sync_completes(
+        world: World) -> None:
+    sim = world.sim
+    sim.inject_fault(rf"^/repos/{FORK}$", "status", method="GET", status=500)
+    sim.inject_fault(r"/pulls$", "status", method="POST", status=502, times=2)
+    sim.inject_fault(r"/pulls/\d+/reviews$", "rate_limit", method="POST", retry_after=1)
+    sim.inject_fault(r"/check-runs$", "secondary_rate_limit", method="POST", retry_after=1)
+    sim.inject_fault(r"/pulls/\d+$", "status", method="GET", status=503)
+    await world.merge_upstream()
+    await world.idle()
+    faults = sorted(r.fault for r in sim.requests if r.fault)
+    assert faults == ["rate_limit", "secondary_rate_limit", "status", "status", "status",
+                      "status"]
+    pr = world.sync_pr()
+    assert len(sim.reviews(FORK, pr.number)) == 1
+    assert len(sim.review_comments(FORK, pr.number)) == 3
+    assert world.check(pr.head_sha).conclusion == "failure"
+    assert len(sim.check_runs(FORK)) == 1
+    world.assert_clean()
+
+
+# -- (g) a forged signature gets 401 and nothing happens --------------------------------
+
+
+async def test_a_forged_signature_gets_401_and_nothing_happens(world: World) -> None:
+    sim = world.sim
+    before_snapshot = world.snapshot()
+    before_jobs = (await world.bot.health())["jobs"]
+    push = next(d for d in sim.deliveries if d.event == "installation")
+    payload = dict(push.payload)
+    body = json.dumps(payload).encode()
+    async with aiohttp.ClientSession() as session:
+        for forged in (signature("not-the-secret", body), "sha256=" + "0" * 64, ""):
+            headers = {"Content-Type": "application/json", "X-GitHub-Event": "installation",
+                       "X-GitHub-Delivery": str(uuid.uuid4())}
+            if forged:
+                headers["X-Hub-Signature-256"] = forged
+            async with session.post(sim.bot_url or "", data=body, headers=headers) as r:
+                assert r.status == 401
+    await world.idle()
+    assert (await world.bot.health())["jobs"] == before_jobs
+    assert world.snapshot() == before_snapshot
+    world.assert_clean()
