@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from .auth import AppAuth, StaticToken, TokenSource
-from .github import GitHubClient
+from .github import GitHubClient, WriteLimiter
 from .settings import Settings
 from .store import Job, Store
 
@@ -145,6 +145,7 @@ class Platform:
                 raise ValueError("Settings has neither App credentials nor a token")
         self.auth = auth
         self._wake_callbacks: list[Callable[[], None]] = []
+        self._limiters: dict[int | None, WriteLimiter] = {}
 
     def client(self, installation_id: int | None) -> GitHubClient:
         """A GitHub client acting as the installation (App mode) or with the static token."""
@@ -155,9 +156,10 @@ class Platform:
         auth = self.auth
         forget = ((lambda: auth.forget(installation_id))
                   if isinstance(auth, AppAuth) and installation_id is not None else None)
+        limiter = self._limiters.setdefault(installation_id, WriteLimiter())
         return GitHubClient(self.session, base_url=self.settings.api_url, token_provider=token,
                             on_request=self._count_request, on_unauthorized=forget,
-                            **self.client_options)
+                            write_limiter=limiter, **self.client_options)
 
     def _count_request(self, method: str, status: int) -> None:
         self.metrics.inc("forksync_github_requests_total", method=method, status=str(status))

@@ -20,12 +20,14 @@ which makes a repeated write harmless.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import http
 import json
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 
 import aiohttp
@@ -40,6 +42,51 @@ RETRY_STATUSES = frozenset({500, 502, 503, 504})
 USER_AGENT = "forksync"
 
 
+class WriteLimiter:
+    """Paces content-creating requests under GitHub's secondary limits (80/min, 500/h).
+
+    One limiter per installation (or per token), shared by every client that acts
+    as it, so parallel jobs of one installation count together. It waits only when
+    the window is full, which costs nothing for a normal sync (a review batches all
+    its comments into one request).
+    """
+
+    def __init__(self, per_minute: int = 80, per_hour: int = 500, *,
+                 minute: float = 60.0, hour: float = 3600.0, max_wait: float = 900.0) -> None:
+        self.per_minute, self.per_hour = per_minute, per_hour
+        self.minute, self.hour = minute, hour
+        self.max_wait = max_wait
+        self._sent: deque[float] = deque()
+        self._lock = asyncio.Lock()
+        self.waited = 0.0
+
+    def _wait(self, now: float) -> float:
+        while self._sent and self._sent[0] <= now - self.hour:
+            self._sent.popleft()
+        wait = 0.0
+        if len(self._sent) >= self.per_hour:
+            wait = self._sent[-self.per_hour] + self.hour - now
+        in_minute = [t for t in self._sent if t > now - self.minute]
+        if len(in_minute) >= self.per_minute:
+            wait = max(wait, in_minute[-self.per_minute] + self.minute - now)
+        return wait
+
+    async def acquire(self) -> None:
+        """Wait until one more write fits; RateLimitExceeded if that is too far away."""
+        async with self._lock:
+            while (wait := self._wait(time.monotonic())) > 0:
+                if wait > self.max_wait:
+                    raise RateLimitExceeded(
+                        sansio.RateLimit(limit=self.per_hour, remaining=0,
+                                         reset_epoch=time.time() + wait),
+                        f"GitHub's secondary limit on content creation: retry in {wait:.0f}s")
+                log.info("pacing writes: %d in the last window; waiting %.1fs",
+                         len(self._sent), wait)
+                self.waited += wait
+                await asyncio.sleep(wait)
+            self._sent.append(time.monotonic())
+
+
 class GitHubClient(GitHubAPI):
     """A gidgethub client with a token provider, retries and rate-limit handling.
 
@@ -52,7 +99,8 @@ class GitHubClient(GitHubAPI):
                  max_retries: int = 5, backoff_base: float = 1.0, backoff_cap: float = 60.0,
                  max_rate_limit_wait: float = 900.0, request_timeout: float = 60.0,
                  on_request: Callable[[str, int], None] | None = None,
-                 on_unauthorized: Callable[[], None] | None = None) -> None:
+                 on_unauthorized: Callable[[], None] | None = None,
+                 write_limiter: WriteLimiter | None = None) -> None:
         super().__init__(session, requester, base_url=base_url.rstrip("/"))
         self._token_provider = token_provider
         self.max_retries = max_retries
@@ -62,6 +110,7 @@ class GitHubClient(GitHubAPI):
         self.request_timeout = request_timeout
         self._on_request = on_request
         self._on_unauthorized = on_unauthorized
+        self._write_limiter = write_limiter
         self.write_count = 0  # write requests sent, retries included: what GitHub counts
         self.request_count = 0
         self.retry_count = 0
@@ -107,9 +156,11 @@ class GitHubClient(GitHubAPI):
 
     async def _send(self, method: str, url: str, headers: Mapping[str, str],
                     body: bytes) -> tuple[int, Mapping[str, str], bytes]:
-        self.request_count += 1
         if method in WRITE_METHODS:
+            if self._write_limiter is not None:
+                await self._write_limiter.acquire()
             self.write_count += 1
+        self.request_count += 1
         timeout = aiohttp.ClientTimeout(total=self.request_timeout)
         async with self._session.request(method, url, headers=headers, data=body,
                                          timeout=timeout) as response:
@@ -201,4 +252,5 @@ def client_error_message(exc: BaseException) -> str:
     return f"GitHub API error {int(status)}: {text}" if status is not None else text
 
 
-__all__ = ["GitHubClient", "TokenProvider", "client_error_message", "static_provider"]
+__all__ = ["GitHubClient", "TokenProvider", "WriteLimiter", "client_error_message",
+           "static_provider"]

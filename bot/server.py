@@ -336,9 +336,14 @@ class WorkerPool:
                     outcome = "interrupted"
                     await asyncio.to_thread(self.store.release, job.id, worker_id)
                     raise
-                outcome = "lease_lost"  # _heartbeat cancelled it: another worker owns it
+                if not heartbeat.lost:
+                    raise RuntimeError("the job was cancelled from inside") from None
+                outcome = "lease_lost"  # another worker owns the job now; leave it alone
             else:
-                await asyncio.to_thread(self.store.complete, job.id, worker_id)
+                if not await asyncio.to_thread(self.store.complete, job.id, worker_id):
+                    outcome = "lease_lost"
+                    log.warning("job %d (%s %s) finished after losing its lease; another "
+                                "worker may run it again", job.id, job.kind, job.key)
         except PERMANENT_ERRORS as exc:
             outcome = "dead"
             message = mask_secrets(str(exc))
@@ -408,6 +413,7 @@ class _Heartbeat:
         self._store, self._job, self._worker_id = store, job, worker_id
         self._task, self._loop = task, loop
         self._stopped = threading.Event()
+        self.lost = False
         self._thread = threading.Thread(target=self._run, name=f"forksync-lease-{job.id}",
                                         daemon=True)
         self._thread.start()
@@ -421,6 +427,7 @@ class _Heartbeat:
                 log.exception("job %d: cannot renew its lease", self._job.id)
                 continue
             if not alive and not self._stopped.is_set():
+                self.lost = True
                 log.error("job %d: lease lost to another worker; cancelling this run",
                           self._job.id)
                 self._loop.call_soon_threadsafe(self._task.cancel)

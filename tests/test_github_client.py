@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from gidgethub import BadRequest, GitHubBroken, RateLimitExceeded
 
-from bot.github import GitHubClient, static_provider
+from bot.github import GitHubClient, WriteLimiter, static_provider
 
 TOKEN = "ghs_" + "a" * 36
 
@@ -275,3 +275,30 @@ async def test_401_twice_is_raised(api: FakeAPI, session: aiohttp.ClientSession)
     with pytest.raises(BadRequest, match="Bad credentials"):
         await gh.getitem("/x")
     assert renewals == [1] and len(api.seen) == 2
+
+
+async def test_write_limiter_paces_content_creation(api: FakeAPI,
+                                                    session: aiohttp.ClientSession) -> None:
+    limiter = WriteLimiter(per_minute=3, per_hour=100, minute=0.3, hour=60)
+    gh = client(session, api, write_limiter=limiter)
+    started = time.monotonic()
+    for _ in range(7):
+        await gh.post("/w", data={})
+    await gh.getitem("/r")  # reads are never paced
+    elapsed = time.monotonic() - started
+    assert 0.6 <= elapsed < 1.5 and gh.write_count == 7
+    posts = [t for method, _, _, t in api.seen if method == "POST"]
+    # never more than 3 writes inside any 0.3 s window
+    assert all(posts[i + 3] - posts[i] >= 0.29 for i in range(len(posts) - 3))
+
+
+async def test_write_limiter_refuses_a_wait_past_its_cap(api: FakeAPI,
+                                                         session: aiohttp.ClientSession) -> None:
+    limiter = WriteLimiter(per_minute=100, per_hour=2, hour=3600, max_wait=10)
+    gh = client(session, api, write_limiter=limiter)
+    await gh.post("/w", data={})
+    await gh.post("/w", data={})
+    with pytest.raises(RateLimitExceeded, match="secondary limit on content creation") as info:
+        await gh.post("/w", data={})
+    assert info.value.rate_limit.reset_datetime.timestamp() > time.time() + 3000
+    assert len(api.seen) == 2

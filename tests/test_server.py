@@ -456,6 +456,35 @@ async def test_a_job_that_blocks_the_event_loop_keeps_its_lease(settings: Settin
     store.close()
 
 
+async def test_a_run_that_lost_its_lease_is_cancelled_and_left_to_the_new_owner(
+        settings: Settings) -> None:
+    store = Store(settings.db_path, lease_seconds=0.3)
+    finished: list[bool] = []
+
+    async def stolen(ctx: JobContext, payload: dict[str, Any]) -> None:
+        assert ctx.job is not None
+        with store._tx() as db:  # as if our lease had expired and "thief" claimed the job
+            db.execute("UPDATE jobs SET lease_owner = 'thief' WHERE id = ?", (ctx.job.id,))
+        await asyncio.sleep(5)
+        finished.append(True)
+
+    async with aiohttp.ClientSession() as session:
+        platform = Platform(settings, store, session, auth=StaticToken("t"))
+        job_id = store.enqueue("s", "o/a", {})
+        pool = WorkerPool(store, make_dispatcher(platform, routing.Router(), jobs={"s": stolen}),
+                          1, idle_wait=0.02, metrics=platform.metrics)
+        await pool.start()
+        try:
+            await wait_until(lambda: platform.metrics.value(
+                "forksync_jobs_finished_total", kind="s", outcome="lease_lost") == 1, 5)
+        finally:
+            await pool.stop()
+    assert finished == [] and store.job_state(job_id) == "running"
+    job = store.get_job(job_id)
+    assert job is not None and job.lease_owner == "thief"
+    store.close()
+
+
 async def test_stop_hands_back_a_job_that_outlives_the_grace_period(platform: Platform) -> None:
     started = asyncio.Event()
 
