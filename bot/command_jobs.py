@@ -161,7 +161,17 @@ async def run_command(ctx: JobContext, payload: dict[str, Any]) -> None:
         return
     if any(p.ok for p in parsed):
         await react(gh, req.fork, req.comment_id, "eyes")
-    outcomes = [await runner.run(p) for p in parsed]
+    try:
+        outcomes = [await runner.run(p) for p in parsed]
+    except Exception:
+        if not runner.last_attempt():
+            raise  # the queue retries (GitHub down, a lost lease, ...)
+        # The queue gives up after this: the person must not wait for a reply forever.
+        log.exception("%s#%d: command comment %d failed for good", req.fork, req.pr,
+                      req.comment_id)
+        outcomes = [Outcome(p.line, "This failed unexpectedly, and retrying did not help. "
+                            "The forksync logs have the details; please tell the "
+                            "maintainers of this App.", ok=p.ok) for p in parsed]
     if not all(o.ok for o in outcomes):
         await react(gh, req.fork, req.comment_id, "confused")
     await post_reply(gh, req, render_reply(req.author, outcomes, req.comment_id))
@@ -232,6 +242,10 @@ class _Runner:
         done = [c for c in self.state.get("commands_done", []) if c != self.req.comment_id]
         self.state["commands_done"] = [*done, self.req.comment_id][-MAX_DONE:]
         await self.save()
+
+    def last_attempt(self) -> bool:
+        job = getattr(self.ctx, "job", None)
+        return job is None or job.attempts >= self.ctx.store.max_attempts
 
     async def already_replied(self) -> bool:
         """After a crash between reply and save, the reply is on the PR: find it."""

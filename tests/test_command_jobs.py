@@ -236,6 +236,24 @@ async def test_a_retry_finds_the_reply_it_posted_before_crashing(live: Live) -> 
     assert live.gh.write_count == 0
 
 
+async def test_an_unexpected_failure_is_retried_then_reported(
+        live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.command_jobs as command_jobs
+
+    def broken(*_a: Any) -> str:
+        raise KeyError("plan_file")
+
+    monkeypatch.setattr(command_jobs, "status_text", broken)
+    live.ctx.job = SimpleNamespace(attempts=1)  # type: ignore[attr-defined]
+    with pytest.raises(KeyError):
+        await live.comment("/sync status")
+    assert live.replies() == []
+    live.ctx.job = SimpleNamespace(attempts=live.ctx.store.max_attempts)  # type: ignore[attr-defined]
+    live.gh.on("GET", f"/repos/{FORK}/issues/{PR}/comments", [])
+    await live.comment("/sync status")
+    assert "This failed unexpectedly" in live.replies()[0]
+
+
 async def test_comment_without_commands_does_nothing(live: Live) -> None:
     await live.comment("LGTM, but `/sync status` later")
     assert live.gh.requests == []
@@ -549,10 +567,13 @@ async def test_a_retry_after_the_push_only_finishes_the_job(
         await real(self, pending)
 
     monkeypatch.setattr(command_jobs._Runner, "finish_rebuild", crash_once)
+    live.ctx.job = SimpleNamespace(attempts=1)  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError):
         await live.comment("/sync extend")
     pushed = live.head
     assert live.sync()["pending"]["head"] == pushed and live.replies() == []
+    live.ctx.job = SimpleNamespace(attempts=2)  # type: ignore[attr-defined]
+    live.gh.on("GET", f"/repos/{FORK}/issues/{PR}/comments", [])
     await live.comment("/sync extend")  # the queue runs the job again
     assert live.head == pushed  # no second merge, no second push
     sync = live.sync()
