@@ -16,11 +16,14 @@ two differ. Policies get their own checks on the demo at the end.
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.factory import (
     DEFAULT_CONFIG,
@@ -564,6 +567,66 @@ def test_sync_writes_the_merge_as_a_new_branch(tmp_path: Path) -> None:
     oracle = s.oracle(tmp_path / "oracle")
     add_alternates(oracle.git_dir, s.fork_git)
     assert tree_diff(oracle.git_dir, tree, oracle.tree) == []
+
+
+# ------------------------------------------------------------ random scenarios
+
+_FORK_OPS = ("keep", "edit-top", "edit-bottom", "delete", "rename", "chmod")
+_UPSTREAM_OPS = ("keep", "edit-top", "edit-bottom", "delete", "rename", "rename-edit",
+                 "chmod", "symlink")
+
+
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(_FORK_OPS), st.sampled_from(_UPSTREAM_OPS)),
+                min_size=1, max_size=6),
+       st.booleans())
+def test_random_windows_match_git(ops: list[tuple[str, str]], add_clash: bool) -> None:
+    """Random combinations of fork and upstream changes on a handful of files."""
+    with tempfile.TemporaryDirectory(prefix="forksync-oracle-") as tmp:
+        tmp_path = Path(tmp)
+        base = {f"slime/m{i}.py": lines(12, f"m{i}") for i in range(len(ops))}
+        s = scenario(tmp_path, dict(base))
+        fork_files: dict[str, Any] = {}
+        fork_renames: dict[str, str] = {}
+        up_files: dict[str, Any] = {}
+        up_renames: dict[str, str] = {}
+        for i, (fork_op, up_op) in enumerate(ops):
+            up, fp = f"slime/m{i}.py", f"vime/m{i}.py"
+            mine = s.fork_file(fp).decode()
+            if fork_op.startswith("edit"):
+                fork_files[fp] = edit(mine, 2 if fork_op == "edit-top" else 11, f"fork {i}")
+            elif fork_op == "delete":
+                fork_files[fp] = None
+            elif fork_op == "rename":
+                fork_renames[fp] = f"vime/fork_{i}.py"
+            elif fork_op == "chmod":
+                fork_files[fp] = Exec(mine)
+            text = base[up]
+            if up_op.startswith("edit"):
+                up_files[up] = edit(text, 2 if up_op == "edit-top" else 11, f"sglang {i}")
+            elif up_op == "delete":
+                up_files[up] = None
+            elif up_op.startswith("rename"):
+                up_renames[up] = f"slime/moved/m{i}.py"
+                if up_op == "rename-edit":
+                    up_files[f"slime/moved/m{i}.py"] = edit(text, 6, f"moved sglang {i}")
+            elif up_op == "chmod":
+                up_files[up] = Exec(text)
+            elif up_op == "symlink":
+                up_files[up] = Symlink(f"m{i}-target")
+        if add_clash:
+            fork_files["vime/clash.py"] = lines(3, "fork")
+            up_files["slime/clash.py"] = lines(3, "upstream")
+        if fork_files or fork_renames:
+            s.fork_commit("Fork changes", fork_files, renames=fork_renames)
+        s.upstream_pr(11, "Upstream changes", "bob", files=up_files, renames=up_renames)
+        p = run_plan(s, tmp_path)
+        assert_matches_git(s, p, tmp_path)
+        window_paths = {f.path for f in p.files}
+        for path in up_files:
+            if up_files[path] is not None and path not in up_renames:
+                assert s.translate_path(path) in window_paths, path
 
 
 # -------------------------------------------------------------- a synthetic window
