@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Write requests the App sends to GitHub per sync PR and per push rescan.
+
+``forksync serve`` runs as its own process against the GitHub simulator, which counts
+every non-GET REST call (git traffic and token minting are not API writes). Targets:
+
+* per sync PR: at most 5 + ⌈review items / 50⌉ (one PR, one review, the check run
+  with its annotation batches, at most one body update);
+* per push rescan: at most 2 (the checklist in the body, the check run on the head).
+
+Scenarios: the small e2e pair (3 conflict hunks), and a synthetic window from
+``tests.factory.make_large`` with more than 50 review items, so annotation batching
+shows up. Usage: ``.venv/bin/python bench/bench_app.py [--large-files 2000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bot.markers import find_marker_regions  # noqa: E402
+from tests.factory import make_large  # noqa: E402
+from tests.sim import Simulator  # noqa: E402
+from tests.test_e2e import FORK, UPSTREAM, Bot, World, build_scenario  # noqa: E402
+
+
+def plan_items(world: World) -> int:
+    """Review items in the sync's plan, from the bot's own data directory."""
+    plans = sorted((world.bot_data / "plans").rglob("*.json"))
+    plan = json.loads(plans[-1].read_text())
+    return sum(len(f["review_items"]) for f in plan["files"])
+
+
+class Bench(World):
+    bot_data: Path
+
+
+async def run_scenario(name: str, root: Path, upstream_src: Path, fork_src: Path,
+                       *, merge: bool, rescans: int = 2) -> dict[str, Any]:
+    sim = Simulator(root=root / "sim").start()
+    bot = Bot(sim, root / "bot")
+    try:
+        sim.create_repo("THUDM", "slime", upstream_src, install=False)
+        sim.create_repo("vime-org", "vime", fork_src, install=False)
+        await bot.start()
+        sim.bot_url = f"{bot.url}/webhook"
+        world = Bench(sim, None, bot, root)  # type: ignore[arg-type]
+        world.bot_data = root / "bot"
+        # Counted from the installation: its first sync opens the large scenario's PR.
+        started = time.monotonic()
+        before = len(sim.writes(FORK))
+        await sim.install("THUDM")
+        await sim.install("vime-org")
+        await world.idle(timeout=600)
+        if merge:
+            await world.merge_upstream()
+        await world.idle(timeout=600)
+        sync_writes = len(sim.writes(FORK)) - before
+        seconds = time.monotonic() - started
+        pr = world.sync_pr()
+        items = plan_items(world)
+        comments = len(sim.review_comments(FORK, pr.number))
+        annotations = len(world.check(pr.head_sha).annotations)
+
+        rescan_writes = []
+        head = pr.head_sha
+        for _ in range(rescans):
+            path = next(c.path for c in sim.review_comments(FORK, pr.number)
+                        if find_marker_regions(world.file_at(head, c.path)))
+            text = world.file_at(head, path)
+            region = find_marker_regions(text)[0]
+            lines = text.splitlines(keepends=True)
+            lines[region.start_line - 1:region.end_line] = [region.theirs]
+            before = len(sim.writes(FORK))
+            head = await sim.commit(FORK, pr.head_ref, {path: "".join(lines)},
+                                    "Resolve one conflict", user="vera")
+            await world.idle(timeout=600)
+            rescan_writes.append(len(sim.writes(FORK)) - before)
+        problems = sim.violations + sim.unimplemented + sim.internal_errors
+        return {"scenario": name, "items": items, "comments": comments,
+                "annotations": annotations, "sync_writes": sync_writes,
+                "budget": 5 + math.ceil(items / 50), "rescan_writes": rescan_writes,
+                "seconds": seconds, "problems": problems,
+                "writes_by_operation": _by_operation(sim)}
+    finally:
+        bot.stop()
+        sim.stop()
+
+
+def _by_operation(sim: Simulator) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for w in sim.writes(FORK):
+        key = f"{w.method} {w.operation}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def bare(path: Path, out: Path) -> Path:
+    subprocess.run(["git", "clone", "-q", "--bare", str(path), str(out)], check=True)
+    return out
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--large-files", type=int, default=2000,
+                        help="files in the synthetic repository (default 2000)")
+    parser.add_argument("--window-files", type=int, default=400,
+                        help="files the synthetic window changes (default 400)")
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="forksync-bench-app-") as tmp:
+        root = Path(tmp)
+        small = build_scenario(root / "small-repos")
+        results.append(await run_scenario("small (e2e pair)", root / "small",
+                                          small.upstream_dir, small.fork_dir, merge=True))
+        large = make_large(root / "large-repos", args.large_files,
+                           window_files=args.window_files, window_prs=48, fork_share=0.5)
+        results.append(await run_scenario(
+            f"large ({args.large_files} files, {args.window_files}-file window)",
+            root / "large", large.upstream, large.fork, merge=False))
+    ok = True
+    for r in results:
+        sync_ok = r["sync_writes"] <= r["budget"]
+        rescan_ok = all(n <= 2 for n in r["rescan_writes"])
+        ok = ok and sync_ok and rescan_ok and not r["problems"]
+        print(f"{r['scenario']}: {r['items']} review items, {r['comments']} review comments, "
+              f"{r['annotations']} annotations")
+        print(f"  write requests per sync PR:     {r['sync_writes']:3d}  (target ≤ 5 + "
+              f"⌈{r['items']}/50⌉ = {r['budget']})  {'ok' if sync_ok else 'OVER'}"
+              f"  [{r['seconds']:.1f}s]")
+        print(f"  write requests per push rescan: {', '.join(map(str, r['rescan_writes']))}"
+              f"  (target ≤ 2)  {'ok' if rescan_ok else 'OVER'}")
+        print("  by operation: " + ", ".join(f"{k} ×{v}"
+                                             for k, v in r["writes_by_operation"].items()))
+        if r["problems"]:
+            print("  simulator problems: " + "; ".join(r["problems"][:5]))
+    print(f"upstream {UPSTREAM} → fork {FORK}: {'all within budget' if ok else 'OVER BUDGET'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
