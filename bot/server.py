@@ -600,9 +600,9 @@ async def serve(settings: Settings, *, router: routing.Router | None = None,
         site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
         await site.start()
         port = _bound_port(runner) or settings.port
-        log.info("forksync serving on %s:%d (%s mode, %d workers, poll every %ss)",
+        log.info("forksync serving on %s:%d (%s mode, %d workers, polling %s)",
                  settings.host, port, settings.mode, settings.workers,
-                 settings.poll_interval or "never")
+                 f"every {settings.poll_interval}s" if settings.poll_interval else "off")
         if ready is not None:
             ready(port)
         try:
