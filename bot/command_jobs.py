@@ -156,7 +156,8 @@ async def run_command(ctx: JobContext, payload: dict[str, Any]) -> None:
         return
     if not await has_write_access(gh, req.fork, req.author):
         await react(gh, req.fork, req.comment_id, "-1")
-        await post_reply(gh, req, refusal_text(req.author, req.fork))
+        await post_reply(gh, req, refusal_text(req.author, req.fork) + "\n\n"
+                         + reply_marker(req.comment_id))
         await runner.mark_done()
         return
     if any(p.ok for p in parsed):

@@ -1,0 +1,126 @@
+"""End to end: slash commands typed into the sync PR on the GitHub simulator.
+
+The ``forksync serve`` process, the simulator and the repositories are those of
+``tests/test_e2e.py`` (its ``world`` fixture); every request the bot makes is checked
+against GitHub's OpenAPI description there.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from bot.rerere import has_markers, parse_regions
+from tests import test_e2e
+from tests.sim import fixtures as sim_fixtures
+from tests.test_e2e import FORK, UPSTREAM, A, B, World, edit, table
+
+# The fixtures of tests/test_e2e.py, used here as they are.
+github_sim = sim_fixtures.github_sim
+world = test_e2e.world
+
+BOT_REPLY = "<!-- forksync:reply "
+
+
+def replies(world: World, number: int) -> list[Any]:
+    return [c for c in world.sim.issue_comments(FORK, number) if BOT_REPLY in c.body]
+
+
+def reactions(world: World, comment: Any) -> list[str]:
+    (found,) = [c for c in world.sim.issue_comments(FORK, comment.number) if c.id == comment.id]
+    return [r.content for r in found.reactions]
+
+
+async def test_commands_from_a_refusal_to_a_green_check(world: World) -> None:
+    sim = world.sim
+    sim.add_collaborator(FORK, "vera", "write")
+    await world.merge_upstream()
+    await world.idle()
+    pr = world.sync_pr()
+    commit1 = pr.head_sha
+
+    # Someone without write access is refused, politely, and nothing else happens.
+    before = world.snapshot()
+    asked = await sim.comment(FORK, pr.number, "mallory", "/sync resolve vime/table_b.py ours")
+    await world.idle()
+    assert reactions(world, asked) == ["-1"]
+    (refusal,) = replies(world, pr.number)
+    assert "Only people with write access" in refusal.body
+    assert world.sync_pr().head_sha == commit1
+    after = world.snapshot()
+    assert after["writes"] - before["writes"] == 2  # the reaction and the reply
+
+    # vera resolves B with upstream's side: a bot commit on the branch, then a rescan.
+    asked = await sim.comment(FORK, pr.number, "vera", "/sync resolve vime/table_b.py theirs")
+    await world.idle()
+    assert reactions(world, asked) == ["eyes"]
+    pr = world.sync_pr()
+    assert pr.head_sha != commit1
+    text_b = world.file_at(pr.head_sha, B)
+    assert not has_markers(text_b) and "beta_10 = 1000  # upstream" in text_b
+    assert f"- [x] `{B}`" in pr.body and f"- [ ] `{A}`" in pr.body
+    assert "Resolved 2 conflict regions" in replies(world, pr.number)[-1].body
+
+    # status, and a wrong command next to it: one reply, both reactions.
+    asked = await sim.comment(FORK, pr.number, "vera", "/sync status\n/sync answer Q9 ours")
+    await world.idle()
+    assert reactions(world, asked) == ["eyes", "confused"]
+    reply = replies(world, pr.number)[-1].body
+    assert "**1 remaining**, 2 resolved (of 3)" in reply and "There is no Q9" in reply
+
+    # Answering the last question with a side takes it: the check passes.
+    (q_a,) = [line.split("**")[1] for line in pr.body.splitlines()
+              if line.startswith("- **Q") and f"`{A}`" in line]
+    asked = await sim.comment(FORK, pr.number, "vera", f"/sync answer {q_a} ours")
+    await world.idle()
+    pr = world.sync_pr()
+    assert not has_markers(world.file_at(pr.head_sha, A))
+    assert world.check(pr.head_sha).conclusion == "success"
+    assert "answered: ours" in pr.body
+    world.assert_clean()
+
+
+async def test_extend_replays_what_people_resolved(world: World) -> None:
+    sim = world.sim
+    sim.add_collaborator(FORK, "vera", "write")
+    await world.merge_upstream()
+    await world.idle()
+    pr = world.sync_pr()
+    commit1 = pr.head_sha
+
+    # vera resolves the region in A by hand.
+    text_a = world.file_at(commit1, A)
+    (region,) = parse_regions(text_a)
+    mine = text_a.replace(region.text, "alpha_5 = 55  # agreed\n")
+    pushed = await sim.commit(FORK, pr.head_ref, {A: mine}, "Resolve A", user="vera")
+    await world.idle()
+
+    # Upstream merges another PR: the sync PR says it is behind.
+    await sim.commit(UPSTREAM, "more", {"slime/more.py": "more = 1\n",
+                                        "slime/table_b.py": edit(table("beta"), {
+                                            10: "beta_10 = 1000  # upstream",
+                                            30: "beta_30 = 3000  # upstream",
+                                            35: "beta_35 = 35  # upstream"})},
+                     "More", user="alice")
+    up = await sim.open_pr(UPSTREAM, "more", title="More", user="alice")
+    await sim.merge_pr(UPSTREAM, up.number, method="squash", user="zhuzilin")
+    await world.idle()
+    assert "Behind upstream by 1 PR" in world.sync_pr().body
+
+    asked = await sim.comment(FORK, pr.number, "vera", "/sync extend")
+    await world.idle()
+    assert reactions(world, asked) == ["eyes"], world.bot.log_tail()
+    reply = replies(world, pr.number)[-1].body
+    assert "Replayed **1** recorded resolution" in reply, reply
+    pr = world.sync_pr()
+    head = pr.head_sha
+    assert "alpha_5 = 55  # agreed\n" in world.file_at(head, A)
+    assert world.file_at(head, "vime/more.py") == "more = 1\n"
+    parents = subprocess.run(["git", f"--git-dir={sim.git_dir(FORK)}", "rev-list", "--parents",
+                              "-n", "1", head], capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert parents[2] == pushed  # vera's commit stays in the history: a fast-forward
+    assert "Behind upstream" not in pr.body
+    assert len(sim.reviews(FORK, pr.number)) == 2  # one per commit 1
+    assert world.check(head).conclusion == "failure"  # B's regions are still open
+    world.assert_clean()
