@@ -55,18 +55,30 @@ class Prepared:
     workdir: Path
 
 
+def generator_source() -> str:
+    """What the generated repositories depend on: a change to any of it regenerates them."""
+    parts = [inspect.getsource(fn) for fn in (
+        factory.make_large, factory._synthetic_dirs, factory._file_name,
+        factory._synthetic_text, factory._edit_lines, factory.translated_entries,
+        factory.translate_blob, factory.FastImport)]
+    # The fork is a translation, so the translator's code is part of it too.
+    parts += [(ROOT / "bot" / name).read_text() for name in ("translate.py", "config.py")
+              if (ROOT / "bot" / name).exists()]
+    return "\n".join(parts)
+
+
 def prepare(cache: Path, n_files: int, say: Callable[[str], None]) -> Prepared:
     """Generate (or reuse) a repository pair and its pre-translated merge inputs."""
-    source = inspect.getsource(factory)  # any change to the generator makes new repositories
-    key = stable_digest(n_files, DEFAULT_CONFIG, source)
+    key = stable_digest(n_files, DEFAULT_CONFIG, generator_source())
     where = cache / f"repos-{n_files}-{key}"
     meta = where / "meta.json"
     workdir = where / "work"
     shutil.rmtree(workdir, ignore_errors=True)  # every run starts with a cold plan cache
     if meta.exists():
         data = json.loads(meta.read_text())
-        repos = LargeRepos(**{k: Path(v) if k in ("upstream", "fork") else v
-                              for k, v in data.items()})
+        repos = LargeRepos(Path(data["upstream"]), Path(data["fork"]), data["cutoff"],
+                           data["tip"], data["n_files"], data["window_files"],
+                           data["window_prs"], data["forked_files"])
         return Prepared(repos, where / "oracle", None, workdir)
     shutil.rmtree(where, ignore_errors=True)
     start = time.monotonic()
@@ -191,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
 
     git_version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout
     print(f"forksync plan benchmark: {git_version.strip()}, {os.cpu_count()} CPUs, "
-          f"{args.runs} runs per measurement")
+          f"{args.runs} runs per measurement; repositories cached in {args.cache}")
+    load = os.getloadavg()[0]
+    if load > (os.cpu_count() or 1):
+        print(f"note: load average {load:.1f} on {os.cpu_count()} CPUs; timings will be noisy "
+              "(the 'fastest runs' figures are the steadier ones; try --runs 9)")
     results: dict[str, Result] = {}
     for label, n in (("a", args.small), ("b", args.large)):
         if n <= 0:
@@ -213,15 +229,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  git merge-tree --write-tree  {res.merge_tree.show()}  (trees pre-translated)")
         ratio = res.plan.median / res.merge_tree.median
         print(f"  ratio plan / merge-tree      {ratio:7.2f}  "
-              + (verdict(ratio, TARGET_RATIO) if label == "a" else ""))
+              + (verdict(ratio, TARGET_RATIO) if label == "a" else "")
+              + f"  (of the fastest runs: {min(res.plan.runs) / min(res.merge_tree.runs):.2f})")
         print(f"  ratio CLI / merge-tree       {res.cli.median / res.merge_tree.median:7.2f}")
         print(f"  peak RSS of a CLI run        {res.rss_mb:7.1f} MB  "
               f"{verdict(res.rss_mb, TARGET_RSS_MB)}")
     if "a" in results and "b" in results:
         scaling = results["b"].plan.median / results["a"].plan.median
         cli_scaling = results["b"].cli.median / results["a"].cli.median
+        fastest = min(results["b"].plan.runs) / min(results["a"].plan.runs)
         print(f"\nscaling time(b) / time(a), plan {scaling:7.2f}  "
-              f"{verdict(scaling, TARGET_SCALING)}")
+              f"{verdict(scaling, TARGET_SCALING)}  (of the fastest runs: {fastest:.2f})")
         print(f"scaling time(b) / time(a), CLI  {cli_scaling:7.2f}")
         mt_scaling = results["b"].merge_tree.median / results["a"].merge_tree.median
         print(f"(git merge-tree alone scales by {mt_scaling:.2f} on fully translated trees)")

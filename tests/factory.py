@@ -375,8 +375,9 @@ class FallbackTranslator:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         t = config.get("translate") or {}
-        self._prefixes = sorted(((p["from"], p["to"]) for p in t.get("paths") or []),
-                                key=lambda p: -len(p[0]))
+        self._prefixes: list[tuple[str, str]] = sorted(
+            ((str(p["from"]), str(p["to"])) for p in t.get("paths") or []),
+            key=lambda p: -len(p[0]))
         self._keep = [re.compile(k) for k in t.get("keep") or []]
         self._rules: list[tuple[re.Pattern[str], str, list[str] | None]] = []
         for r in t.get("replace") or []:

@@ -125,7 +125,7 @@ def merged_mode(p: Any, path: str) -> str:
 def status_of(p: Any, path: str) -> str:
     found = [f.status.value for f in p.files if f.path == path]
     assert found, f"{path} is not among the plan's files: {[f.path for f in p.files]}"
-    return found[0]
+    return str(found[0])
 
 
 # ------------------------------------------------------------------ the oracle itself
