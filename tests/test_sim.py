@@ -21,6 +21,7 @@ from gidgethub.aiohttp import GitHubAPI
 from gidgethub.apps import get_installation_access_token, get_jwt
 
 from tests.sim import Simulator, github_sim
+from tests.sim.openapi import RestSpec, SpecMissingError, rest_spec
 
 __all__ = ["github_sim"]
 
@@ -678,3 +679,77 @@ async def test_any_installation_token_reads_public_repos_but_writes_only_its_own
     pushed = git(work, "-c", header, "push", "-q", f"{sim.git_base}/{REPO}.git", "topic",
                  check=False)
     assert pushed.returncode != 0 and sim.ref(REPO, "topic") is None
+
+
+# --- the OpenAPI layer on its own ---------------------------------------------------------
+
+
+def test_spec_matching_prefers_literals_and_lets_refs_hold_slashes() -> None:
+    spec = rest_spec()
+
+    def template(method: str, path: str) -> str | None:
+        found = spec.match(method, path)
+        return found.operation.template if found else None
+
+    assert template("GET", "/repos/o/r/pulls/comments") == "/repos/{owner}/{repo}/pulls/comments"
+    assert template("GET", "/repos/o/r/pulls/7") == "/repos/{owner}/{repo}/pulls/{pull_number}"
+    found = spec.match("GET", "/repos/o/r/commits/forksync/sync-1/check-runs")
+    assert found is not None and found.params["ref"] == "forksync/sync-1"
+    assert found.operation.template == "/repos/{owner}/{repo}/commits/{ref}/check-runs"
+    assert template("GET", "/repos/o/r/contents/a/b%20c.py") == \
+        "/repos/{owner}/{repo}/contents/{path}"
+    content = spec.match("GET", "/repos/o/r/contents/a/b%20c.py")
+    assert content is not None and content.params["path"] == "a/b c.py"
+    assert template("DELETE", "/app") is None and template("GET", "/nope") is None
+
+
+def test_openapi_30_nullable_becomes_json_schema_null() -> None:
+    spec = rest_spec()
+    found = spec.match("POST", "/repos/o/r/check-runs")
+    assert found is not None
+    ok = {"name": "forksync", "head_sha": "a" * 40, "status": "completed",
+          "conclusion": "success", "output": {"title": "t", "summary": "s"}}
+    assert spec.validate_request(found, {}, ok, has_body=True) == []
+    problems = spec.validate_request(found, {}, {"head_sha": "x"}, has_body=True)
+    assert problems and "'name' is a required property" in problems[0]
+    # pull-request-simple says `"body": {"type": "string", "nullable": true}`.
+    pulls = spec.match("GET", "/repos/o/r/pulls")
+    assert pulls is not None
+    assert spec.validate_response(pulls, 200, [{"body": None}]) != []  # other fields missing
+    assert not any("body" in p and "None is not of type" in p
+                   for p in spec.validate_response(pulls, 200, [{"body": None}]))
+
+
+def test_a_missing_spec_says_to_run_npm_ci(tmp_path: Path) -> None:
+    with pytest.raises(SpecMissingError, match="npm ci"):
+        RestSpec.load(tmp_path / "api.github.com.json")
+
+
+async def test_a_bot_that_answers_webhooks_slowly_is_flagged(sim: Simulator) -> None:
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(2)
+        return web.Response(status=202)
+
+    app = web.Application()
+    app.router.add_post("/webhook", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    sim.bot_url = f"http://127.0.0.1:{runner.addresses[0][1]}/webhook"
+    sim.webhooks.timeout = 0.2  # GitHub's 10 s, shortened for the test
+    await sim.commit(REPO, "main", {"x.txt": "x"}, "x")
+    [delivery] = await sim.wait_deliveries()
+    await runner.cleanup()
+    assert delivery.status is None and delivery.error and "0.2 s" in delivery.error
+    assert len(sim.violations) == 1 and "did not answer" in sim.violations[0]
+
+
+async def test_git_traffic_takes_faults_too(sim: Simulator, work: Path) -> None:
+    sim.inject_fault(r"/git-receive-pack$", "status", method="POST", status=503)
+    change_line(work, "topic", {3: "three"})
+    failed = await asyncio.to_thread(push, sim, work, "topic", sim.issue_token(REPO))
+    assert failed.returncode != 0 and sim.ref(REPO, "topic") is None
+    assert await sim.wait_deliveries() == []
+    retried = await asyncio.to_thread(push, sim, work, "topic", sim.issue_token(REPO))
+    assert retried.returncode == 0 and sim.ref(REPO, "topic") is not None

@@ -542,6 +542,8 @@ class Api:
         def unresolved(what: str = "Line could not be resolved") -> ApiError:
             return ApiError(422, "Unprocessable Entity", [what])
 
+        if len(comment.get("body", "")) > BODY_LIMIT:
+            raise unresolved(f"Body is too long (maximum is {BODY_LIMIT} characters)")
         f = files.get(comment["path"])
         if f is None:
             raise unresolved("Path could not be resolved")

@@ -58,7 +58,14 @@ async def run(git_dir: Path, *args: str, input: bytes | None = None,
         "git", f"--git-dir={git_dir}", *args, env=git_env(env),
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = await proc.communicate(input)
+    try:
+        out, err = await proc.communicate(input)
+    except BaseException:
+        # Never leave a child behind (its transport would outlive the simulator's loop).
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+        raise
     code = proc.returncode if proc.returncode is not None else -1
     if code not in ok:
         raise GitFailedError(f"git {' '.join(args)}: {err.decode(errors='replace').strip()}")
@@ -288,10 +295,15 @@ async def http_backend(request: web.Request, project_root: Path, path_info: str,
             await response.write(chunk)
         await response.write_eof()
         return response
+    except BaseException:
+        # The client hung up (or we are shutting down): stop git rather than wait for it.
+        if proc.returncode is None:
+            proc.kill()
+        raise
     finally:
-        await feeder
+        await asyncio.gather(feeder, return_exceptions=True)
         await proc.wait()
-        await stderr_task
+        await asyncio.gather(stderr_task, return_exceptions=True)
 
 
 async def _read_cgi_headers(stream: asyncio.StreamReader) -> tuple[int, dict[str, str]]:

@@ -211,6 +211,8 @@ class Simulator:
         finally:
             await self.webhooks.stop()
             await self._runner.cleanup()
+            if self._in_flight:
+                await asyncio.wait(list(self._in_flight), timeout=10)
 
     def _submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         if self._loop is None:
@@ -248,7 +250,10 @@ class Simulator:
                 record.fault = fault.kind
                 response = await self._fault_response(request, fault, request_id)
             elif git_match:
-                response = await self._git(request, git_match, record)
+                # Shielded like API calls, so that git's child process is always reaped.
+                git_task = asyncio.ensure_future(self._git(request, git_match, record))
+                self._track(git_task)
+                response = await asyncio.shield(git_task)
             else:
                 # GitHub finishes a request even if the client hangs up half way: never leave
                 # half of a write behind because the handler was cancelled.

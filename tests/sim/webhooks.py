@@ -56,21 +56,22 @@ class WebhookSender:
     """Queue, validate, sign and deliver webhooks from the simulator's event loop."""
 
     def __init__(self, *, bot_url: str | None, secret: str, spec: WebhookSpec,
-                 violations: list[str], app_id: int, hook_id: int = 40_000_001) -> None:
+                 violations: list[str], app_id: int, hook_id: int = 40_000_001,
+                 timeout: float = DELIVERY_TIMEOUT) -> None:
         self.bot_url = bot_url
         self.secret = secret
         self.spec = spec
         self.violations = violations
         self.app_id = app_id
         self.hook_id = hook_id
+        self.timeout = timeout
         self.deliveries: list[Delivery] = []
         self._queue: asyncio.Queue[Delivery] = asyncio.Queue()
         self._session: aiohttp.ClientSession | None = None
         self._worker: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=DELIVERY_TIMEOUT))
+        self._session = aiohttp.ClientSession()
         self._worker = asyncio.create_task(self._run(), name="sim-webhooks")
 
     async def stop(self) -> None:
@@ -124,10 +125,17 @@ class WebhookSender:
         delivery.headers = headers
         delivery.sent_at = time.time()
         try:
-            async with self._session.post(self.bot_url, data=body, headers=headers) as resp:
+            async with self._session.post(self.bot_url, data=body, headers=headers,
+                                          timeout=aiohttp.ClientTimeout(total=self.timeout)
+                                          ) as resp:
                 delivery.status = resp.status
                 delivery.response_body = (await resp.text())[:2000]
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except TimeoutError:
+            delivery.error = f"no answer within {self.timeout:g} s"
+            # GitHub gives up here and never redelivers: the bot must acknowledge at once.
+            self.violations.append(f"webhook {delivery.event} {delivery.id}: the bot did not "
+                                   f"answer within {self.timeout:g} s")
+        except aiohttp.ClientError as exc:
             delivery.error = f"{type(exc).__name__}: {exc}"
             log.warning("webhook %s %s to %s failed: %s", delivery.event, delivery.id,
                         self.bot_url, delivery.error)
