@@ -89,9 +89,17 @@ def reply_marker(comment_id: int) -> str:
     return f"<!-- forksync:reply {comment_id} -->"
 
 
+ISSUE_COMMENT = "issue_comment"  # a comment in the PR's conversation
+REVIEW_COMMENT = "review_comment"  # a reply in a review thread, e.g. under a suggestion
+
+
 @dataclass(frozen=True)
 class CommandRequest:
-    """The ``"command"`` job's payload, as the ``issue_comment`` handler queues it."""
+    """The ``"command"`` job's payload, as the comment handlers queue it.
+
+    ``thread_id`` is the first comment of a review thread (replies go there, because
+    GitHub takes no reply to a reply); None for conversation comments.
+    """
 
     fork: str
     installation_id: int | None
@@ -99,18 +107,50 @@ class CommandRequest:
     comment_id: int
     author: str
     body: str
+    source: str = ISSUE_COMMENT
+    thread_id: int | None = None
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> CommandRequest:
         installation = payload.get("installation_id")
+        thread = payload.get("thread_id")
         return cls(fork=str(payload["fork"]),
                    installation_id=int(installation) if installation is not None else None,
                    pr=int(payload["pr"]), comment_id=int(payload["comment_id"]),
-                   author=str(payload["author"]), body=str(payload["body"]))
+                   author=str(payload["author"]), body=str(payload["body"]),
+                   source=str(payload.get("source", ISSUE_COMMENT)),
+                   thread_id=int(thread) if thread is not None else None)
 
     def to_payload(self) -> dict[str, Any]:
-        return {"fork": self.fork, "installation_id": self.installation_id, "pr": self.pr,
-                "comment_id": self.comment_id, "author": self.author, "body": self.body}
+        payload: dict[str, Any] = {
+            "fork": self.fork, "installation_id": self.installation_id, "pr": self.pr,
+            "comment_id": self.comment_id, "author": self.author, "body": self.body}
+        if self.source != ISSUE_COMMENT:
+            payload.update(source=self.source, thread_id=self.thread_id)
+        return payload
+
+    @property
+    def key(self) -> str:
+        """Names the comment among all comments of the fork (the two kinds have own ids)."""
+        return f"{self.source}:{self.comment_id}"
+
+    @property
+    def comment_url(self) -> str:
+        kind = "pulls" if self.source == REVIEW_COMMENT else "issues"
+        return f"/repos/{self.fork}/{kind}/comments/{self.comment_id}"
+
+    @property
+    def replies_url(self) -> str:
+        """Where the reply goes: the review thread, or the PR's conversation."""
+        if self.source == REVIEW_COMMENT:
+            thread = self.thread_id or self.comment_id
+            return f"/repos/{self.fork}/pulls/{self.pr}/comments/{thread}/replies"
+        return f"/repos/{self.fork}/issues/{self.pr}/comments"
+
+    @property
+    def listing_url(self) -> str:
+        kind = "pulls" if self.source == REVIEW_COMMENT else "issues"
+        return f"/repos/{self.fork}/{kind}/{self.pr}/comments"
 
 
 @dataclass
@@ -149,19 +189,19 @@ async def run_command(ctx: JobContext, payload: dict[str, Any]) -> None:
     gh = await ctx.gh_for(req.installation_id)
     runner = _Runner(ctx, gh, req)
     await runner.load()
-    if req.comment_id in runner.state.get("commands_done", []):
+    if req.key in runner.state.get("commands_done", []):
         return
     if await runner.already_replied():
         await runner.mark_done()
         return
     if not await has_write_access(gh, req.fork, req.author):
-        await react(gh, req.fork, req.comment_id, "-1")
+        await react(gh, req, "-1")
         await post_reply(gh, req, refusal_text(req.author, req.fork) + "\n\n"
                          + reply_marker(req.comment_id))
         await runner.mark_done()
         return
     if any(p.ok for p in parsed):
-        await react(gh, req.fork, req.comment_id, "eyes")
+        await react(gh, req, "eyes")
     try:
         outcomes = [await runner.run(p) for p in parsed]
     except Exception:
@@ -174,7 +214,7 @@ async def run_command(ctx: JobContext, payload: dict[str, Any]) -> None:
                             "The forksync logs have the details; please tell the "
                             "maintainers of this App.", ok=p.ok) for p in parsed]
     if not all(o.ok for o in outcomes):
-        await react(gh, req.fork, req.comment_id, "confused")
+        await react(gh, req, "confused")
     await post_reply(gh, req, render_reply(req.author, outcomes, req.comment_id))
     await runner.mark_done()
 
@@ -194,14 +234,13 @@ async def has_write_access(gh: Any, fork: str, user: str) -> bool:
     return bool(roles & WRITE_PERMISSIONS)
 
 
-async def react(gh: Any, fork: str, comment_id: int, content: str) -> None:
-    """Add a reaction to a comment (GitHub answers 200 instead of 201 if it is there)."""
-    await gh.post(f"/repos/{fork}/issues/comments/{comment_id}/reactions",
-                  data={"content": content})
+async def react(gh: Any, req: CommandRequest, content: str) -> None:
+    """Add a reaction to the comment (GitHub answers 200 instead of 201 if it is there)."""
+    await gh.post(f"{req.comment_url}/reactions", data={"content": content})
 
 
 async def post_reply(gh: Any, req: CommandRequest, body: str) -> None:
-    await gh.post(f"/repos/{req.fork}/issues/{req.pr}/comments", data={"body": body})
+    await gh.post(req.replies_url, data={"body": body})
 
 
 # -- running commands -------------------------------------------------------------------
@@ -240,8 +279,8 @@ class _Runner:
         await asyncio.to_thread(save_fork_state, self.ctx.store, self.req.fork, self.state)
 
     async def mark_done(self) -> None:
-        done = [c for c in self.state.get("commands_done", []) if c != self.req.comment_id]
-        self.state["commands_done"] = [*done, self.req.comment_id][-MAX_DONE:]
+        done = [c for c in self.state.get("commands_done", []) if c != self.req.key]
+        self.state["commands_done"] = [*done, self.req.key][-MAX_DONE:]
         await self.save()
 
     def last_attempt(self) -> bool:
@@ -254,8 +293,7 @@ class _Runner:
         if job is None or job.attempts <= 1:
             return False
         marker = reply_marker(self.req.comment_id)
-        async for comment in self.gh.getiter(
-                f"/repos/{self.req.fork}/issues/{self.req.pr}/comments"):
+        async for comment in self.gh.getiter(self.req.listing_url):
             if marker in (comment.get("body") or ""):
                 return True
         return False

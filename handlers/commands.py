@@ -1,7 +1,9 @@
 """Webhook handlers: ``/sync ...`` commands in comments on a sync PR become a ``"command"`` job.
 
-The handler only decides whether the comment is for us; the job (``bot.command_jobs``)
-checks permission, runs the commands, reacts and replies.
+Commands come as comments in the PR's conversation (``issue_comment``) or as replies in
+a review thread (``pull_request_review_comment``), where the bot's suggestion comments
+invite ``/sync answer Qn ...``. The handlers only decide whether a comment is for us;
+the job (``bot.command_jobs``) checks permission, runs the commands, reacts and replies.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 from gidgethub import BadRequest, routing, sansio
 
-from bot.command_jobs import COMMAND_JOB, CommandRequest
+from bot.command_jobs import COMMAND_JOB, REVIEW_COMMENT, CommandRequest
 from bot.commands import command_lines
 from bot.context import JobContext
 from bot.publish import is_sync_branch, load_fork_state
@@ -19,9 +21,9 @@ from bot.publish import is_sync_branch, load_fork_state
 router = routing.Router()
 
 
-def command_dedup(fork: str, comment_id: int) -> str:
+def command_dedup(request: CommandRequest) -> str:
     """One job per comment, however often GitHub delivers it."""
-    return f"{COMMAND_JOB}:{fork}:{comment_id}"
+    return f"{COMMAND_JOB}:{request.fork}:{request.key}"
 
 
 @router.register("issue_comment", action="created")
@@ -41,8 +43,25 @@ async def comment_created(event: sansio.Event, ctx: JobContext) -> None:
     request = CommandRequest(fork=fork, installation_id=installation, pr=number,
                              comment_id=int(comment["id"]), author=comment["user"]["login"],
                              body=body)
-    await ctx.enqueue(COMMAND_JOB, fork, request.to_payload(),
-                      command_dedup(fork, request.comment_id))
+    await ctx.enqueue(COMMAND_JOB, fork, request.to_payload(), command_dedup(request))
+
+
+@router.register("pull_request_review_comment", action="created")
+async def review_comment_created(event: sansio.Event, ctx: JobContext) -> None:
+    data = event.data
+    comment, pull = data["comment"], data["pull_request"]
+    if _by_bot(data) or not _own_sync_branch(pull, data["repository"]["full_name"]):
+        return
+    body = comment.get("body") or ""
+    if not command_lines(body):
+        return
+    fork = data["repository"]["full_name"]
+    installation = (data.get("installation") or {}).get("id", ctx.installation_id)
+    request = CommandRequest(fork=fork, installation_id=installation, pr=int(pull["number"]),
+                             comment_id=int(comment["id"]), author=comment["user"]["login"],
+                             body=body, source=REVIEW_COMMENT,
+                             thread_id=int(comment.get("in_reply_to_id") or comment["id"]))
+    await ctx.enqueue(COMMAND_JOB, fork, request.to_payload(), command_dedup(request))
 
 
 def _by_bot(data: dict[str, Any]) -> bool:
@@ -63,6 +82,11 @@ async def _is_sync_pr(ctx: JobContext, fork: str, number: int) -> bool:
         if exc.status_code == 404:
             return False
         raise
+    return _own_sync_branch(pull, fork)
+
+
+def _own_sync_branch(pull: dict[str, Any], fork: str) -> bool:
+    """The PR's head is a sync branch of the fork itself (not of someone's fork of it)."""
     head = pull.get("head") or {}
     head_repo = (head.get("repo") or {}).get("full_name")
     return is_sync_branch(str(head.get("ref", ""))) and head_repo == fork

@@ -32,7 +32,6 @@ from bot.publish import load_fork_state, save_fork_state, save_plan, sync_branch
 from bot.rerere import has_markers, parse_regions
 from bot.settings import Settings
 from bot.store import Store
-from handlers.commands import command_dedup
 from handlers.commands import router as commands_router
 from tests.conftest import FakeContext, FakeGH, sample_event
 from tests.factory import PLAIN_CONFIG, Scenario, git, git_text
@@ -89,10 +88,11 @@ class Live:
         git(self.remote, "update-ref", f"refs/heads/{self.branch}", sha)
         return sha
 
-    async def comment(self, body: str, *, comment_id: int = 501, author: str = USER) -> None:
+    async def comment(self, body: str, *, comment_id: int = 501, author: str = USER,
+                      **extra: Any) -> None:
         await run_command(self.ctx, {  # type: ignore[arg-type]
             "fork": FORK, "installation_id": 1, "pr": PR, "comment_id": comment_id,
-            "author": author, "body": body})
+            "author": author, "body": body, **extra})
 
     def replies(self) -> list[str]:
         return [r.data["body"] for r in self.gh.sent("POST", f"/repos/{FORK}/issues/{PR}/comments")]
@@ -252,6 +252,18 @@ async def test_an_unexpected_failure_is_retried_then_reported(
     live.gh.on("GET", f"/repos/{FORK}/issues/{PR}/comments", [])
     await live.comment("/sync status")
     assert "This failed unexpectedly" in live.replies()[0]
+
+
+async def test_a_reply_in_a_review_thread_is_answered_in_that_thread(live: Live) -> None:
+    await live.comment("/sync answer Q1 theirs", comment_id=2001, source="review_comment",
+                       thread_id=2000)
+    reacted = live.gh.sent("POST", f"/repos/{FORK}/pulls/comments/2001/reactions")
+    assert [r.data["content"] for r in reacted] == ["eyes"]
+    (reply,) = live.gh.sent("POST", f"/repos/{FORK}/pulls/{PR}/comments/2000/replies")
+    assert "Recorded **Q1**: `theirs`" in reply.data["body"]
+    assert live.replies() == []  # nothing in the conversation
+    assert live.state()["commands_done"] == ["review_comment:2001"]
+    assert "line 5 upstream\n" in live.file(live.head)
 
 
 async def test_comment_without_commands_does_nothing(live: Live) -> None:
@@ -615,7 +627,7 @@ async def test_handler_queues_a_command_job_for_the_sync_pr(fake_ctx: FakeContex
     assert fake_ctx.enqueued == [("command", fork, {
         "fork": fork, "installation_id": event.data["installation"]["id"], "pr": number,
         "comment_id": comment["id"], "author": comment["user"]["login"],
-        "body": comment["body"]}, command_dedup(fork, comment["id"]))]
+        "body": comment["body"]}, f"command:{fork}:issue_comment:{comment['id']}")]
     assert fake_ctx.gh.requests == []  # the state knew the PR: no request
     await commands_router.dispatch(event, fake_ctx)  # redelivered: still one job
     assert len(fake_ctx.enqueued) == 1
@@ -657,6 +669,32 @@ async def test_handler_ignores_bots_and_comments_without_commands(
                     {"sync": {"pr": event.data["issue"]["number"]}})
     await commands_router.dispatch(event, fake_ctx)
     assert fake_ctx.enqueued == [] and fake_ctx.gh.requests == []
+
+
+async def test_handler_queues_replies_in_review_threads(fake_ctx: FakeContext) -> None:
+    event = sample_event("pull_request_review_comment.created")
+    fork = event.data["repository"]["full_name"]
+    comment = event.data["comment"]
+    await commands_router.dispatch(event, fake_ctx)
+    assert fake_ctx.enqueued == [("command", fork, {
+        "fork": fork, "installation_id": event.data["installation"]["id"],
+        "pr": event.data["pull_request"]["number"], "comment_id": comment["id"],
+        "author": comment["user"]["login"], "body": comment["body"],
+        "source": "review_comment", "thread_id": comment["in_reply_to_id"]},
+        f"command:{fork}:review_comment:{comment['id']}")]
+    assert fake_ctx.gh.requests == []  # the event names the head branch: no request
+
+
+@pytest.mark.parametrize("changes", [
+    {"sender.type": "Bot"},
+    {"pull_request.head.ref": "feature"},
+    {"comment.body": "Looks right to me."},
+])
+async def test_handler_ignores_other_review_comments(fake_ctx: FakeContext,
+                                                     changes: dict[str, Any]) -> None:
+    await commands_router.dispatch(
+        sample_event("pull_request_review_comment.created", **changes), fake_ctx)
+    assert fake_ctx.enqueued == []
 
 
 async def test_handler_ignores_plain_issues(fake_ctx: FakeContext) -> None:
