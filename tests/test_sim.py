@@ -343,6 +343,9 @@ async def test_review_outside_the_diff_is_rejected_whole(sim: Simulator, gh: Git
         assert rejected.value.status_code == 422
         assert "could not be resolved" in str(rejected.value) or "hunk" in str(rejected.value) \
             or "precede" in str(rejected.value)
+    with pytest.raises(BadRequest) as foreign:
+        await gh.post(url, data={"commit_id": "f" * 40, "event": "COMMENT", "body": "x"})
+    assert foreign.value.status_code == 422
     assert sim.reviews(REPO, pr["number"]) == []
     assert sim.review_comments(REPO, pr["number"]) == []
 

@@ -501,6 +501,9 @@ class Api:
         resolved = await gitrepo.rev_parse(repo.git_dir, commit_id)
         if resolved is None:
             raise ApiError(422, "Unprocessable Entity", [f"No commit found for SHA: {commit_id}"])
+        if not await gitrepo.is_ancestor(repo.git_dir, resolved, pr.head_sha):
+            raise ApiError(422, "Unprocessable Entity",
+                           ["commit_id is not part of the pull request"])
         event = body.get("event")
         state = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED",
                  "COMMENT": "COMMENTED", None: "PENDING"}[event]

@@ -350,6 +350,8 @@ class Simulator:
                 self.unimplemented.append(f"{request.method} {match.operation.template}")
                 raise ApiError(404, "Not Found")
         except ApiError as error:
+            if not rate:  # refused before authentication: counted against the caller's IP
+                rate = self._rate_headers(None, request, count=True)
             return self._error(error, request_id, rate)
         response.headers.update(rate)
         response.headers["X-GitHub-Request-Id"] = request_id
