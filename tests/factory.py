@@ -33,7 +33,7 @@ import random
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -341,9 +341,8 @@ def add_alternates(git_dir: Path, *others: str | Path) -> None:
     info.mkdir(parents=True, exist_ok=True)
     dirs = []
     for other in others:
-        d = Path(git_text(other, "rev-parse", "--git-path", "objects"))
-        dirs.append(str(d if d.is_absolute() else (Path(other) / d).resolve()
-                        if not d.exists() else d.resolve()))
+        # --git-path answers relative to our cwd, which is where git ran.
+        dirs.append(str(Path(git_text(other, "rev-parse", "--git-path", "objects")).resolve()))
     existing = (info / "alternates").read_text().split() if (info / "alternates").exists() else []
     (info / "alternates").write_text("\n".join(dict.fromkeys(existing + dirs)) + "\n")
 
@@ -665,6 +664,7 @@ class Scenario:
         self.upstream_git = init_repo(self.upstream_dir)
         self.fork_git = self.fork_dir / ".git"
         self._tick = 0
+        self._oracles = 0
         self._cutoff: str | None = None
         self._translator: TranslatorLike | None = None
         self._bare: Path | None = None
@@ -858,7 +858,8 @@ class Scenario:
     def oracle(self, scratch: str | Path | None = None, *, fork_rev: str = "main",
                cutoff: str | None = None, tip: str | None = None) -> OracleMerge:
         """git's own merge of fork main with translate(cutoff)→translate(tip)."""
-        where = Path(scratch) if scratch else self.root / f"oracle-{self._next_date()}"
+        self._oracles += 1
+        where = Path(scratch) if scratch else self.root / f"oracle-{self._oracles}"
         return git_merge_oracle(where, self.fork_git, fork_rev, self.upstream_git,
                                 cutoff or self.cutoff, tip or self.tip, self.translator)
 
@@ -1107,16 +1108,6 @@ def make_large(directory: str | Path, n_files: int, *, window_files: int = 150,
 def stable_digest(*parts: object) -> str:
     """A short digest used to name cache directories by their generation parameters."""
     return hashlib.sha1(repr(parts).encode()).hexdigest()[:12]
-
-
-def iter_blob_sizes(git_dir: Path, rev: str) -> Iterator[tuple[str, int]]:
-    """(path, size) for every blob of ``rev``: handy for checking generated repositories."""
-    out = git_text(git_dir, "ls-tree", "-r", "-l", "--full-tree", rev)
-    for line in out.splitlines():
-        meta, path = line.split("\t", 1)
-        size = meta.split()[3]
-        if size != "-":
-            yield path, int(size)
 
 
 __all__ = [
