@@ -80,7 +80,8 @@ def prepare(cache: Path, n_files: int, say: Callable[[str], None]) -> Prepared:
                            data["tip"], data["n_files"], data["window_files"],
                            data["window_prs"], data["forked_files"])
         return Prepared(repos, where / "oracle", None, workdir)
-    shutil.rmtree(where, ignore_errors=True)
+    for stale in cache.glob(f"repos-{n_files}-*"):  # made by an older generator
+        shutil.rmtree(stale, ignore_errors=True)
     start = time.monotonic()
     say(f"generating a {n_files:,}-file repository pair in {where} ...")
     repos = make_large(where, n_files, progress=lambda m: say(f"  {m}"))
