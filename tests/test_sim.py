@@ -756,3 +756,36 @@ async def test_git_traffic_takes_faults_too(sim: Simulator, work: Path) -> None:
     assert await sim.wait_deliveries() == []
     retried = await asyncio.to_thread(push, sim, work, "topic", sim.issue_token(REPO))
     assert retried.returncode == 0 and sim.ref(REPO, "topic") is not None
+
+
+async def test_review_thread_replies_and_reactions(
+        sim: Simulator, gh: GitHubAPI, work: Path, receiver: Receiver) -> None:
+    pr = await open_sync_pr(sim, gh, work)
+    number = pr["number"]
+    await gh.post(f"/repos/{REPO}/pulls/{number}/reviews", data={
+        "event": "COMMENT", "body": "review",
+        "comments": [{"path": "f.txt", "line": 5, "side": "RIGHT", "body": "suggestion"}]})
+    [top] = sim.review_comments(REPO, number)
+    human = await sim.reply(REPO, number, top.id, "alice", "/sync resolve f.txt theirs")
+    await sim.wait_deliveries()
+    event = receiver.events[-1]
+    assert (event.event, event.data["action"]) == ("pull_request_review_comment", "created")
+    assert event.data["comment"]["in_reply_to_id"] == top.id
+    assert event.data["comment"]["user"]["login"] == "alice"
+
+    reaction = await gh.post(f"/repos/{REPO}/pulls/comments/{human.id}/reactions",
+                             data={"content": "+1"})
+    assert reaction["content"] == "+1"
+    # Replying to a reply lands in the same thread, under its first comment.
+    answer = await gh.post(f"/repos/{REPO}/pulls/{number}/comments/{human.id}/replies",
+                           data={"body": "Resolved f.txt as theirs."})
+    assert answer["in_reply_to_id"] == top.id and answer["line"] == 5
+    fetched = await gh.getitem(f"/repos/{REPO}/pulls/comments/{human.id}")
+    assert fetched["reactions"]["+1"] == 1
+    thread = [c["body"] async for c in gh.getiter(f"/repos/{REPO}/pulls/{number}/comments")]
+    assert thread == ["suggestion", "/sync resolve f.txt theirs", "Resolved f.txt as theirs."]
+    # On github.com every reply is filed under a one-comment review of its own.
+    assert [r.body for r in sim.reviews(REPO, number)] == ["review", "", ""]
+    await sim.wait_deliveries()
+    assert receiver.events[-1].data["sender"]["type"] == "Bot"
+    assert sim.violations == []

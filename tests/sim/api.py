@@ -583,6 +583,45 @@ class Api:
         return (f.diff_hunk(hunk, line_obj), line_obj.position, int(comment["line"]), side,
                 start_line, start_side)
 
+    @route("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies")
+    async def reply_to_review_comment(self, call: Call) -> web.StreamResponse:
+        repo = self.repo(call)
+        pr = self.pull_of(repo, call.params["pull_number"])
+        parent = self._review_comment(repo, call.params["comment_id"])
+        if parent.number != pr.number:
+            raise not_found()
+        text = str((call.body or {}).get("body", ""))
+        if len(text) > BODY_LIMIT:
+            raise validation_failed("PullRequestReviewComment", "body", message=(
+                f"Body is too long (maximum is {BODY_LIMIT} characters)"))
+        reply = await self.sim.add_review_reply(repo, pr, parent, self.author(call), text)
+        return respond(self.render.review_comment(reply, repo), 201)
+
+    def _review_comment(self, repo: Repo, comment_id: str) -> ReviewComment:
+        comment = self.state.review_comments.get(int(comment_id))
+        if comment is None or comment.repo != repo.full_name:
+            raise not_found()
+        return comment
+
+    @route("GET", "/repos/{owner}/{repo}/pulls/comments/{comment_id}")
+    async def get_review_comment(self, call: Call) -> web.StreamResponse:
+        repo = self.repo(call)
+        return respond(self.render.review_comment(
+            self._review_comment(repo, call.params["comment_id"]), repo))
+
+    @route("POST", "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions")
+    async def create_review_comment_reaction(self, call: Call) -> web.StreamResponse:
+        repo = self.repo(call)
+        comment = self._review_comment(repo, call.params["comment_id"])
+        return self._react(comment.reactions, self.author(call),
+                           str((call.body or {}).get("content", "")))
+
+    @route("GET", "/repos/{owner}/{repo}/issues/comments/{comment_id}")
+    async def get_issue_comment(self, call: Call) -> web.StreamResponse:
+        repo = self.repo(call)
+        return respond(self.render.issue_comment(
+            self._issue_comment(repo, call.params["comment_id"]), repo))
+
     @route("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews")
     async def list_reviews(self, call: Call) -> web.StreamResponse:
         repo = self.repo(call)
@@ -656,13 +695,16 @@ class Api:
     async def create_reaction(self, call: Call) -> web.StreamResponse:
         repo = self.repo(call)
         comment = self._issue_comment(repo, call.params["comment_id"])
-        user = self.author(call)
-        content = str((call.body or {}).get("content", ""))
-        for existing in comment.reactions:
+        return self._react(comment.reactions, self.author(call),
+                           str((call.body or {}).get("content", "")))
+
+    def _react(self, reactions: list[Reaction], user: Any, content: str) -> web.Response:
+        """201 for a new reaction, 200 with the existing one when it is there already."""
+        for existing in reactions:
             if existing.user.login == user.login and existing.content == content:
                 return respond(self.render.reaction(existing), 200)
         reaction = Reaction(self.state.next_id(), user, content)
-        comment.reactions.append(reaction)
+        reactions.append(reaction)
         return respond(self.render.reaction(reaction), 201)
 
     # --- check runs -------------------------------------------------------------------------

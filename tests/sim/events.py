@@ -6,7 +6,17 @@ from typing import TYPE_CHECKING, Any
 
 from . import gitrepo
 from .payloads import JSON
-from .state import CheckRun, Installation, IssueComment, PullRequest, Repo, User, iso, now
+from .state import (
+    CheckRun,
+    Installation,
+    IssueComment,
+    PullRequest,
+    Repo,
+    ReviewComment,
+    User,
+    iso,
+    now,
+)
 
 if TYPE_CHECKING:
     from .server import Simulator
@@ -154,6 +164,13 @@ class Events:
         if action == "edited":
             payload["changes"] = {"body": {"from": old_body or ""}}
         self._send("issue_comment", payload | envelope, inst)
+
+    async def review_comment(self, repo: Repo, pr: PullRequest, comment: ReviewComment) -> None:
+        envelope, inst = self._envelope(repo, comment.user)
+        pull = await self.sim.pull_json(repo, pr, full=False)
+        payload: JSON = {"action": "created", "pull_request": pull,
+                         "comment": self.sim.render.review_comment(comment, repo)}
+        self._send("pull_request_review_comment", payload | envelope, inst)
 
     async def _issue(self, repo: Repo, pr: PullRequest) -> JSON:
         render = self.sim.render

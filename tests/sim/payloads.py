@@ -80,7 +80,8 @@ class Render:
             "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z",
             "permissions": {"contents": "write", "pull_requests": "write", "issues": "write",
                             "checks": "write", "metadata": "read"},
-            "events": ["push", "pull_request", "issue_comment", "check_run"],
+            "events": ["push", "pull_request", "issue_comment", "check_run",
+                       "pull_request_review_comment"],
         }
 
     def installation(self, inst: Installation) -> JSON:
@@ -283,8 +284,8 @@ class Render:
             "start_line": comment.start_line, "original_start_line": comment.start_line,
             "start_side": comment.start_side, "line": comment.line,
             "original_line": comment.line, "side": comment.side, "subject_type": "line",
-            "reactions": self.reactions_summary(f"{url}/reactions", []),
-        }
+            "reactions": self.reactions_summary(f"{url}/reactions", comment.reactions),
+        } | ({"in_reply_to_id": comment.in_reply_to_id} if comment.in_reply_to_id else {})
 
     # --- checks -----------------------------------------------------------------------------
 

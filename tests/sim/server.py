@@ -44,6 +44,8 @@ from .state import (
     PullRequest,
     Repo,
     RequestRecord,
+    Review,
+    ReviewComment,
     State,
     Token,
     User,
@@ -623,6 +625,24 @@ class Simulator:
         await self.events.issue_comment(repo, pr, comment)
         return comment
 
+    async def add_review_reply(self, repo: Repo, pr: PullRequest, parent: ReviewComment,
+                               user: User, body: str) -> ReviewComment:
+        """A reply in a review thread: GitHub files it under a one-comment review of its own."""
+        if parent.in_reply_to_id is not None:  # GitHub threads replies under the first comment
+            parent = self.state.review_comments[parent.in_reply_to_id]
+        review = Review(self.state.next_id(), repo.full_name, pr.number, user, "", "COMMENTED",
+                        pr.head_sha)
+        self.state.reviews[review.id] = review
+        reply = ReviewComment(
+            id=self.state.next_id(), review_id=review.id, repo=repo.full_name, number=pr.number,
+            user=user, path=parent.path, body=body, commit_id=parent.commit_id,
+            diff_hunk=parent.diff_hunk, position=parent.position, line=parent.line,
+            side=parent.side, start_line=parent.start_line, start_side=parent.start_side,
+            in_reply_to_id=parent.id)
+        self.state.review_comments[reply.id] = reply
+        await self.events.review_comment(repo, pr, reply)
+        return reply
+
     # --- test helpers: setup (synchronous) --------------------------------------------------
 
     def create_repo(self, owner: str, name: str, from_path: str | Path | None = None, *,
@@ -791,6 +811,17 @@ class Simulator:
             r = self.state.repos[repo]
             return await self.add_issue_comment(r, self.state.pulls[(repo, number)],
                                                 self.state.user(user), body)
+        return await self._on_loop(go())
+
+    async def reply(self, repo: str, number: int, comment_id: int, user: str,
+                    body: str) -> ReviewComment:
+        """``user`` replies in the review thread of ``comment_id``; sends
+        ``pull_request_review_comment`` created."""
+        async def go() -> ReviewComment:
+            r = self.state.repos[repo]
+            return await self.add_review_reply(r, self.state.pulls[(repo, number)],
+                                               self.state.review_comments[comment_id],
+                                               self.state.user(user), body)
         return await self._on_loop(go())
 
     async def commit(self, repo: str, branch: str, files: Mapping[str, str | bytes | None],

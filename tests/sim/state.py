@@ -45,7 +45,7 @@ class Installation:
         "contents": "write", "pull_requests": "write", "issues": "write",
         "checks": "write", "metadata": "read"})
     events: list[str] = field(default_factory=lambda: [
-        "push", "pull_request", "issue_comment", "check_run"])
+        "push", "pull_request", "issue_comment", "check_run", "pull_request_review_comment"])
     created_at: datetime = field(default_factory=now)
 
     def covers(self, full_name: str) -> bool:
@@ -157,7 +157,9 @@ class ReviewComment:
     side: Literal["LEFT", "RIGHT"]
     start_line: int | None = None
     start_side: Literal["LEFT", "RIGHT"] | None = None
+    in_reply_to_id: int | None = None
     created_at: datetime = field(default_factory=now)
+    reactions: list[Reaction] = field(default_factory=list)
 
 
 @dataclass
