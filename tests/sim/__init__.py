@@ -42,14 +42,17 @@ GitHub's natural ``422 Line could not be resolved``, and nothing is stored.
 Webhooks (to ``bot_url``, signed with ``webhook_secret``; ``deliveries`` lists
 them all) follow state changes: ``push`` for every ref a git push or helper
 moves; ``pull_request`` opened / synchronize / edited / closed (merged or not);
-``issue_comment`` created / edited (the bot's own too); ``check_run`` created /
-completed / rerequested; ``installation`` and ``installation_repositories``.
-Only installations that cover the repo and subscribe to the event get them.
+``issue_comment`` created / edited (the bot's own too);
+``pull_request_review_comment`` created (replies in review threads);
+``check_run`` created / completed / rerequested; ``installation`` and
+``installation_repositories``. Only installations that cover the repo and
+subscribe to the event (``Installation.events``) get them; a bot slower than
+10 s to answer a delivery is a violation.
 
 Helpers: ``create_repo``, ``add_collaborator``, ``add_user``, ``issue_token``,
 ``user_token``, ``git_url``, ``installation_id``, ``ref``, ``expire_tokens``;
 async (they send webhooks): ``install``, ``add_installation_repos``,
-``uninstall``, ``comment``, ``commit``, ``open_pr``, ``merge_pr``, ``close_pr``,
+``uninstall``, ``comment``, ``reply``, ``commit``, ``open_pr``, ``merge_pr``, ``close_pr``,
 ``mark_ready``, ``rerequest_check_run``, ``wait_deliveries``; inspection:
 ``prs``, ``pr``, ``reviews``, ``review_comments``, ``issue_comments``,
 ``check_runs``, ``events_sent``, ``state``.
