@@ -401,6 +401,14 @@ class _Runner:
         regions = rerere.parse_regions(at_head)
         targets = [r for r in regions if only is None or by_key.get(r.key(path), {}).get("id")
                    in only]
+        whole_file = [i for i in items if i.get("kind") == "file"]
+        if not targets and whole_file and only is None:
+            item = whole_file[0]
+            raise CommandFailed(
+                f"`{path}` has a whole-file conflict ({item.get('reason', 'CONFLICT')}), not "
+                "conflict markers, so there is nothing for `resolve` to rewrite. Push the "
+                "version you want (or delete the file), then record the decision with "
+                f"`/sync answer {item['id']} ours` or `/sync answer {item['id']} theirs`.")
         if not targets:
             what = f" for {', '.join(sorted(only))}" if only else ""
             return (f"\n\n`{path}` has no conflict markers left{what} at "

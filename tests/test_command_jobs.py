@@ -428,6 +428,23 @@ async def test_resolve_suggested_uses_each_items_suggestion(live: Live) -> None:
     assert text == BASE.replace("line 5\n", "suggested 0\n").replace("line 20\n", "suggested 1\n")
 
 
+async def test_resolve_a_whole_file_conflict_says_what_to_do(live: Live) -> None:
+    def whole_file(plan_json: dict[str, Any]) -> None:
+        plan_json["files"][0]["review_items"] = [{
+            "id": "Q1", "kind": "file", "path": PATH, "upstream_path": "slime/calc.py",
+            "tier": "Decide", "reason": "CONFLICT (modify/delete): slime/calc.py deleted",
+            "question": "Keep ours?", "choices": ["ours", "theirs"], "start_line": None,
+            "end_line": None, "ours": "", "base": "", "theirs": "", "suggestion": None,
+            "prs": [11]}]
+
+    live.edit_plan(whole_file)
+    live.person_commits({PATH: FORK_TEXT})
+    await live.comment("/sync resolve vime/calc.py theirs")
+    reply = live.replies()[0]
+    assert "has a whole-file conflict (CONFLICT (modify/delete)" in reply
+    assert "`/sync answer Q1 ours` or `/sync answer Q1 theirs`" in reply
+
+
 async def test_resolve_a_path_that_is_not_conflicted(live: Live) -> None:
     await live.comment("/sync resolve vime/other.py ours")
     assert ("`vime/other.py` is not a conflicted file of this sync. Conflicted files: "
