@@ -16,7 +16,14 @@ from gidgethub import BadRequest, routing, sansio
 from bot.context import JobContext
 from bot.errors import ForksyncError
 from bot.jobs import enqueue_sync
-from bot.publish import CONFIG_PATH, fork_state_key, load_fork_state, save_fork_state
+from bot.publish import (
+    CONFIG_PATH,
+    STATE_PREFIX,
+    fork_state_key,
+    load_fork_state,
+    save_fork_state,
+)
+from bot.store import Store
 
 router = routing.Router()
 
@@ -73,9 +80,18 @@ async def repositories_added(event: sansio.Event, ctx: JobContext) -> None:
     await _register_all(ctx, event, "repositories_added")
 
 
+def _forks_of_installation(store: Store, installation_id: int) -> list[str]:
+    return [key for key in store.state_keys(STATE_PREFIX)
+            if (store.get_state(key) or {}).get("installation_id") == installation_id]
+
+
 @router.register("installation", action="deleted")
 async def uninstalled(event: sansio.Event, ctx: JobContext) -> None:
+    """Forget every fork of the installation (the payload may not list them all)."""
     await _forget_all(ctx, event, "repositories")
+    installation_id = int(event.data["installation"]["id"])
+    for key in await asyncio.to_thread(_forks_of_installation, ctx.store, installation_id):
+        await asyncio.to_thread(ctx.store.delete_state, key)
 
 
 @router.register("installation_repositories", action="removed")

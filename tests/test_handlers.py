@@ -110,11 +110,11 @@ async def test_installation_check_that_fails_otherwise_raises_for_a_retry(
 
 
 async def test_uninstall_forgets_the_fork(fake_ctx: FakeContext) -> None:
-    register(fake_ctx)
-    data = load_sample("installation.created")
-    event = sample_event("installation.created", action="deleted")
-    assert data["repositories"][0]["full_name"] == FORK
-    await handlers.router.dispatch(event, fake_ctx)
+    installation_id = load_sample("installation.deleted")["installation"]["id"]
+    save_fork_state(fake_ctx.store, FORK, {"installation_id": installation_id})
+    register(fake_ctx, "other/fork")  # another installation's fork stays
+    await handlers.router.dispatch(sample_event("installation.deleted"), fake_ctx)
+    assert fake_ctx.store.get_state(fork_state_key("other/fork")) is not None
     assert fake_ctx.store.get_state(fork_state_key(FORK)) is None
 
 

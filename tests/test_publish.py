@@ -480,3 +480,73 @@ async def test_a_repository_without_config_is_left_alone(world: World, tmp_path:
 def test_remaining_round_trips_through_json() -> None:
     r = Remaining("p", "Q1", 1, 3, "m", marker=False)
     assert Remaining.from_json(json.loads(json.dumps(r.to_json()))) == r
+
+
+async def test_a_crash_during_the_review_resumes_with_the_open_pr(world: World) -> None:
+    first = await publish_sync(world.ctx, FORK, 1)
+    # As if the process died while posting the review: the PR is open, nothing after it.
+    world.hub.reviews.clear()
+    world.hub.runs.clear()
+    state = load_fork_state(world.ctx.store, FORK)
+    for key in ("review_commit", "check_runs"):
+        state["sync"].pop(key)
+    save_fork_state(world.ctx.store, FORK, state)
+    again = await publish_sync(world.ctx, FORK, 1)
+    assert again.action == "resumed" and again.pr_number == first.pr_number
+    assert len(world.hub.pulls) == 1 and len(world.hub.reviews[7]) == 1
+    assert len(world.hub.runs) == 1
+
+
+async def test_the_schedule_queues_a_sync_only_when_upstream_moved(
+        world: World, tmp_path: Path) -> None:
+    from bot.jobs import SYNC, poll_job
+
+    await publish_sync(world.ctx, FORK, 1)
+    await poll_job(world.ctx, {"fork": FORK, "installation_id": 1})
+    assert world.ctx.enqueued == []
+    world.upstream_pr(tmp_path / "up", 24, "Moved on", {"slime/moved.py": "m = 1\n"})
+    await poll_job(world.ctx, {"fork": FORK, "installation_id": 1})
+    await poll_job(world.ctx, {"fork": FORK, "installation_id": 1})  # the next tick
+    head = git("--git-dir", world.remotes / f"{UPSTREAM}.git", "rev-parse", "main")
+    assert world.ctx.enqueued == [(SYNC, FORK, {"fork": FORK, "installation_id": 1},
+                                   f"sync:{FORK}:{head}")]
+
+
+@pytest.fixture
+def fresh(tmp_path: Path, fake_ctx: FakeContext) -> tuple[Scenario, Path]:
+    """A fork synced up to the upstream tip: a window with nothing in it."""
+    s = Scenario(tmp_path / "fresh")
+    s.sync_fork()
+    remotes = tmp_path / "remotes"
+    for name, src in ((UPSTREAM, s.upstream_dir), (FORK, s.fork_dir)):
+        git("clone", "-q", "--bare", src, remotes / f"{name}.git")
+    fake_ctx.settings = dataclasses.replace(fake_ctx.settings, git_url=f"file://{remotes}")
+    Hub(fake_ctx.gh, remotes / f"{FORK}.git")
+    return s, remotes
+
+
+async def test_an_empty_window_opens_nothing(fresh: tuple[Scenario, Path],
+                                             fake_ctx: FakeContext) -> None:
+    result = await publish_sync(fake_ctx, FORK, 1)
+    assert result.action == "up-to-date" and fake_ctx.gh.write_count == 0
+    assert load_fork_state(fake_ctx.store, FORK)["upstream"] == UPSTREAM
+
+
+async def test_an_engine_error_people_must_fix_is_one_failing_check_on_fork_main(
+        fresh: tuple[Scenario, Path], fake_ctx: FakeContext, tmp_path: Path) -> None:
+    scenario, remotes = fresh
+    # The config names an upstream the fork never synced from: there is no cutoff.
+    git("clone", "-q", "--bare", scenario.upstream_dir, remotes / "other" / "slime.git")
+    work = tmp_path / "fix"
+    git("clone", "-q", remotes / f"{FORK}.git", work)
+    config = work / ".github" / "forksync.yml"
+    config.write_text(config.read_text().replace("THUDM/slime", "other/slime"))
+    git("-C", work, "-c", "user.name=v", "-c", "user.email=v@x", "commit", "-qam", "move")
+    git("-C", work, "push", "-q", "origin", "HEAD:main")
+    hub = Hub(fake_ctx.gh, remotes / f"{FORK}.git")
+    for _ in range(2):
+        result = await publish_sync(fake_ctx, FORK, 1)
+        assert result.action == "refused"
+    (run,) = hub.runs.values()
+    assert run["conclusion"] == "failure" and "Upstream-Sync" in run["output"]["summary"]
+    assert fake_ctx.gh.write_count == 1 and hub.pulls == {}

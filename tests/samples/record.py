@@ -3,15 +3,12 @@
     .venv/bin/python -m tests.samples.record
 
 Each sample is a payload the simulator sent for something people do on GitHub
-(the simulator checks every payload against GitHub's webhook schema). The
-``installation_repositories`` sample is derived from ``installation.created``,
-because the simulator does not send that event.
+(the simulator checks every payload against GitHub's webhook schema).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import tempfile
 from pathlib import Path
@@ -31,6 +28,15 @@ SYNC_BRANCH = "forksync/sync-0123456789"
 def _save(name: str, payload: dict[str, Any]) -> None:
     (HERE / f"{name}.json").write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     print(f"wrote {name}.json")
+
+
+async def _record_added(sim: Simulator) -> None:
+    """The App installed on selected repositories, then the fork added to them."""
+    await sim.install("vime-org", [])
+    await sim.add_installation_repos("vime-org", [FORK])
+    await sim.wait_deliveries()
+    (added,) = sim.events_sent("installation_repositories", "added")
+    _save("installation_repositories.added", added.payload)
 
 
 async def _record(sim: Simulator) -> None:
@@ -70,20 +76,17 @@ async def _record(sim: Simulator) -> None:
             return d.payload
         raise LookupError(f"no {event} {action} delivery for {repo} {ref}")
 
-    installed = first("installation", "created")
     installed = next(d.payload for d in sim.events_sent("installation", "created")
                      if d.payload["installation"]["account"]["login"] == "vime-org")
     _save("installation.created", installed)
-    added = copy.deepcopy(installed)
-    added.pop("repositories")
-    added.update(action="added", repository_selection="selected",
-                 repositories_added=installed["repositories"], repositories_removed=[])
-    _save("installation_repositories.added", added)
     _save("push.upstream_main", first("push", repo=UPSTREAM, ref="refs/heads/main"))
     _save("pull_request.closed.upstream_merged", first("pull_request", "closed", UPSTREAM))
     _save("pull_request.synchronize.sync_branch", first("pull_request", "synchronize", FORK))
     _save("check_run.rerequested", first("check_run", "rerequested", FORK))
     _save("pull_request.closed.sync_pr_merged", first("pull_request", "closed", FORK))
+    await sim.uninstall("vime-org")
+    await sim.wait_deliveries()
+    _save("installation.deleted", first("installation", "deleted"))
     if sim.violations:
         raise SystemExit("the simulator reported schema violations:\n" + "\n".join(sim.violations))
 
@@ -97,6 +100,12 @@ def main() -> None:
             sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False)
             sim.create_repo("vime-org", "vime", scenario.fork_dir, install=False)
             asyncio.run(_record(sim))
+        finally:
+            sim.stop()
+        sim = Simulator(root=Path(tmp) / "sim2").start()
+        try:
+            sim.create_repo("vime-org", "vime", scenario.fork_dir, install=False)
+            asyncio.run(_record_added(sim))
         finally:
             sim.stop()
 
