@@ -274,7 +274,10 @@ def help_text() -> str:
     """The reply to ``/sync help``: every command with one line on what it does."""
     rows = [f"- `{USAGE[verb]}`: {_SUMMARY[verb]}" for verb in USAGE]
     return (
-        "Commands for this sync PR, one per line of a comment "
-        "(only people with write access to the fork can run them):\n\n"
+        "Commands for this sync PR, one per line of a comment in the conversation or of a "
+        "reply under a review comment (only people with write access to the fork can run "
+        "them):\n\n"
         + "\n".join(rows)
+        + "\n\nResolutions people make are recorded: `extend` and `refresh` replay them "
+        "onto the new merge, like `git rerere`."
     )
