@@ -57,6 +57,7 @@ from .publish import (
     load_fork_state,
     load_plan,
     local_diff,
+    offending_comments,
     pr_title,
     remember_pushed,
     render_pr_body,
@@ -612,37 +613,52 @@ class _Runner:
 
         await self.patch_pr(pull, render_pr_body(plan_json, sync), title=pr_title(plan_json))
         if sync.get("review_commit") != sync["commit"]:
-            await self.post_review(sync["commit"], anchored, len(unanchored))
+            moved = await self.post_review(sync["commit"], anchored, len(unanchored))
             sync["review_commit"] = sync["commit"]
+            if moved:
+                sync["unanchored"] = [*sync["unanchored"], *moved]
+                await self.save()
+                pull = await self.gh.getitem(f"/repos/{self.req.fork}/pulls/{self.req.pr}")
+                await self.patch_pr(pull, render_pr_body(plan_json, sync))
         check_id = await upsert_check_run(self.gh, self.req.fork, pending["head"], plan_json,
                                           result.remaining, behind=0, max_batches=1)
         sync.setdefault("check_runs", {})[pending["head"]] = check_id
         await self.save()
 
     async def post_review(self, commit: str, anchored: list[dict[str, Any]],
-                          unanchored: int) -> None:
-        """One review on the new commit 1 for the items still open (find-or-create)."""
+                          unanchored: int) -> list[str]:
+        """One review on the new commit 1 for the items still open (find-or-create).
+
+        Returns the ids of items whose comment GitHub rejected (422): they move to the
+        PR body, and the review goes out without them, as the publisher does.
+        """
         fork, number = self.req.fork, self.req.pr
         marker = review_marker(commit)
         async for review in self.gh.getiter(f"/repos/{fork}/pulls/{number}/reviews"):
             if marker in (review.get("body") or ""):
-                return
-        payload: dict[str, Any] = {"commit_id": commit, "event": "COMMENT",
-                                   "body": review_body(commit, len(anchored), unanchored)}
+                return []
+        url = f"/repos/{fork}/pulls/{number}/reviews"
         comments = [review_comment(item) for item in anchored]
-        if comments:
-            payload["comments"] = comments
+
+        def payload(kept: list[dict[str, Any]], left_out: int) -> dict[str, Any]:
+            data: dict[str, Any] = {"commit_id": commit, "event": "COMMENT",
+                                    "body": review_body(commit, len(kept), left_out)}
+            if kept:
+                data["comments"] = kept
+            return data
+
         try:
-            await self.gh.post(f"/repos/{fork}/pulls/{number}/reviews", data=payload)
+            await self.gh.post(url, data=payload(comments, unanchored))
         except BadRequest as exc:
             if exc.status_code != 422 or not comments:
                 raise
-            # Some comment did not land on the diff: keep the review, list items in the body.
-            log.warning("%s#%d: review rejected (%s); posting it without comments",
-                        fork, number, exc)
-            payload.pop("comments")
-            payload["body"] = review_body(commit, 0, unanchored + len(comments))
-            await self.gh.post(f"/repos/{fork}/pulls/{number}/reviews", data=payload)
+            bad = offending_comments(exc, comments)
+            log.warning("%s#%d: review rejected (%s); moving %d comment(s) to the PR body",
+                        fork, number, exc, len(bad))
+            kept = [c for i, c in enumerate(comments) if i not in bad]
+            await self.gh.post(url, data=payload(kept, unanchored + len(bad)))
+            return [anchored[i]["id"] for i in sorted(bad)]
+        return []
 
     # -- shared steps ------------------------------------------------------------------
 

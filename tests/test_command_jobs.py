@@ -533,6 +533,31 @@ async def test_extend_replays_resolutions_and_carries_other_edits(
     assert check["head_sha"] == head and check["conclusion"] == "failure"
 
 
+async def test_a_rejected_review_comment_moves_to_the_pr_body(
+        live: Live, no_check_runs: None) -> None:
+    from http import HTTPStatus
+
+    from gidgethub import BadRequest
+
+    from tests.conftest import Responses
+
+    live.scenario.upstream_pr(12, "More calc", "carol", files={
+        "slime/calc.py": UP_TEXT.replace("line 20 upstream\n", "line 20 upstream v2\n")})
+    _update_upstream_remote(live)
+    rejected = BadRequest(HTTPStatus.UNPROCESSABLE_ENTITY,  # type: ignore[arg-type]
+                          "pull_request_review_thread.line must be part of the diff: "
+                          "vime/calc.py")
+    live.gh.on("POST", f"/repos/{FORK}/pulls/{PR}/reviews", Responses(rejected, {"id": 1}))
+    await live.comment("/sync extend")
+    first, second = live.gh.sent("POST", f"/repos/{FORK}/pulls/{PR}/reviews")
+    assert len(first.data["comments"]) == 2 and "comments" not in second.data
+    assert "2 more item(s) could not be placed" in second.data["body"]
+    sync = live.sync()
+    assert len(sync["unanchored"]) == 2
+    body = live.gh.sent("PATCH", f"/repos/{FORK}/pulls/{PR}")[-1].data["body"]
+    assert "Items without a review comment" in body
+
+
 async def test_extend_to_a_tip_already_in_the_window(live: Live) -> None:
     await live.comment("/sync extend #11")
     assert "#11 (`" in live.replies()[0] and "is already in this window" in live.replies()[0]
