@@ -451,6 +451,9 @@ async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: in
             action = await _record_behind(ctx, gh, fork, state, repos, pull, tip_sha)
             return result(action, pr_number=pull["number"], branch=sync["branch"],
                           commit=sync["commit"])
+        if pull.get("merged"):
+            # Whatever the merge method did to the trailers, this tip is in the fork now.
+            state["last_synced_tip"] = sync.get("tip")
         state.pop("sync", None)  # closed or merged: the next window starts from fork main
         sync = {}
 
@@ -460,11 +463,14 @@ async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: in
         plan_json = load_plan(sync)  # a crash interrupted this very sync: go on with it
         action = "resumed"
     else:
-        if await asyncio.to_thread(_up_to_date, repos, upstream, tip_sha):
+        cutoff = await asyncio.to_thread(find_sync_cutoff, repos, upstream,
+                                         state.get("last_synced_tip"))
+        if cutoff is not None and await asyncio.to_thread(_up_to_date, repos, cutoff, tip_sha):
             await asyncio.to_thread(save_fork_state, store, fork, state)
             return result("up-to-date")
         try:
-            plan_json, commit, report_path = await _run_engine(settings, repos, config, tip_sha)
+            plan_json, commit, report_path = await _run_engine(settings, repos, config, tip_sha,
+                                                               cutoff)
         except ForksyncError as exc:
             # The engine works on local repositories only, so its errors do not go away by
             # retrying: people must act (fix the config, name the cutoff). Say so on the
@@ -542,16 +548,43 @@ async def _clone_url(gh: GitHubClient, settings: Settings, full_name: str) -> st
     return settings.clone_url(full_name, repo.get("clone_url"))
 
 
-def _up_to_date(repos: _Repos, upstream: str, tip_sha: str) -> bool:
-    """The fork's last sync already brought in the tip: an empty window, nothing to open."""
+_SYNC_LINE = re.compile(
+    r"^\s*Upstream-Sync:\s*(?P<repo>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-fA-F]{7,64})\s*$",
+    re.MULTILINE | re.IGNORECASE)
+
+
+def find_sync_cutoff(repos: _Repos, upstream: str, merged_tip: str | None) -> str | None:
+    """The newest upstream commit the fork has synced, however the sync PR was merged.
+
+    The engine reads the trailer on main's first parents only. A sync PR merged with a
+    merge commit has its trailer on the second parent, and a squash merge keeps it in
+    the message body (GitHub lists the commits) or drops it; so this also reads every
+    ``Upstream-Sync:`` line on main's history and the tip of the last sync PR merged.
+    The newest candidate, by upstream ancestry, wins.
+    """
     from .window import find_cutoff
 
-    cutoff = find_cutoff(Git(repos.fork_git), f"refs/heads/{repos.fork_branch}", upstream)
-    if cutoff is None:
-        return False
-    up = Git(repos.upstream_git)
-    full = up.rev_parse(cutoff)
-    return full is not None and (full == tip_sha or up.is_ancestor(tip_sha, full))
+    fork, up = Git(repos.fork_git), Git(repos.upstream_git)
+    ref = f"refs/heads/{repos.fork_branch}"
+    found = [find_cutoff(fork, ref, upstream), merged_tip]
+    log_text = fork.text("log", "-n", "50", "-E", "-i", "--grep=^[[:space:]]*Upstream-Sync:",
+                         "--format=%B%x1e", ref, "--")
+    found += [m["sha"] for m in _SYNC_LINE.finditer(log_text)
+              if m["repo"].lower() == upstream.lower()]
+    candidates: list[str] = []
+    for sha in found:
+        full = up.rev_parse(sha) if sha else None
+        if full and full not in candidates:
+            candidates.append(full)
+    for c in candidates:
+        if all(d == c or up.is_ancestor(d, c) for d in candidates):
+            return c
+    return candidates[0] if candidates else None
+
+
+def _up_to_date(repos: _Repos, cutoff: str, tip_sha: str) -> bool:
+    """The fork's last sync already brought in the tip: an empty window, nothing to open."""
+    return cutoff == tip_sha or Git(repos.upstream_git).is_ancestor(tip_sha, cutoff)
 
 
 def _resolve_tip(repos: _Repos, upstream_branch: str, tip: str | None) -> str:
@@ -562,13 +595,14 @@ def _resolve_tip(repos: _Repos, upstream_branch: str, tip: str | None) -> str:
     return resolve_rev(Git(repos.upstream_git), tip, f"refs/heads/{upstream_branch}", "tip")
 
 
-async def _run_engine(settings: Settings, repos: _Repos, config: Any, tip_sha: str
-                      ) -> tuple[dict[str, Any], str, str | None]:
+async def _run_engine(settings: Settings, repos: _Repos, config: Any, tip_sha: str,
+                      cutoff: str | None) -> tuple[dict[str, Any], str, str | None]:
     from .engine import sync as engine_sync
 
     Git(repos.fork_git).run("update-ref", "-d", f"refs/heads/{_LOCAL_WORK_BRANCH}")
     result = await asyncio.to_thread(
-        engine_sync, repos.fork_git, repos.upstream_git, to_rev=tip_sha, config=config,
+        engine_sync, repos.fork_git, repos.upstream_git, from_rev=cutoff, to_rev=tip_sha,
+        config=config,
         fork_branch=repos.fork_branch, branch=_LOCAL_WORK_BRANCH,
         workdir=str(settings.data_dir / "work"))
     plan_json: dict[str, Any] = result.plan.to_json()
@@ -682,12 +716,21 @@ async def _find_or_create_pr(gh: GitHubClient, fork: str, base: str, sync: dict[
         if pull.get("state") == "open":
             return pull
     owner = fork.split("/", 1)[0]
-    async for pull in gh.getiter(f"/repos/{fork}/pulls?state=open&head={owner}:{sync['branch']}"):
+    url = f"/repos/{fork}/pulls?state=open&head={owner}:{sync['branch']}"
+    async for pull in gh.getiter(url):
         return pull
-    return await gh.post(f"/repos/{fork}/pulls", data={
-        "title": pr_title(plan_json), "head": sync["branch"], "base": base,
-        "body": render_pr_body(plan_json, sync), "draft": True,
-        "maintainer_can_modify": True})
+    try:
+        return await gh.post(f"/repos/{fork}/pulls", data={
+            "title": pr_title(plan_json), "head": sync["branch"], "base": base,
+            "body": render_pr_body(plan_json, sync), "draft": True,
+            "maintainer_can_modify": True})
+    except BadRequest as exc:
+        # "A pull request already exists": a retried POST whose first try got through.
+        if exc.status_code != 422:
+            raise
+        async for pull in gh.getiter(url):
+            return pull
+        raise
 
 
 async def _pr_diff(gh: GitHubClient, fork: str, number: int) -> str | None:

@@ -467,3 +467,35 @@ async def test_a_forged_signature_gets_401_and_nothing_happens(world: World) -> 
     assert (await world.bot.health())["jobs"] == before_jobs
     assert world.snapshot() == before_snapshot
     world.assert_clean()
+
+
+# -- after the sync PR is merged, the next upstream merge opens the next window -----------
+
+
+@pytest.mark.parametrize("method", ["merge", "squash"])
+async def test_the_next_window_starts_where_the_merged_sync_ended(world: World,
+                                                                  method: str) -> None:
+    sim = world.sim
+    first_tip = await world.merge_upstream()
+    await world.idle()
+    pr = world.sync_pr()
+    head = await sim.commit(FORK, pr.head_ref, {
+        A: resolve_by_hand(world.file_at(pr.head_sha, A)),
+        B: resolve_by_hand(world.file_at(pr.head_sha, B))}, "Resolve", user="vera")
+    await world.idle()
+    assert world.check(head).conclusion == "success"
+    await sim.mark_ready(FORK, pr.number, user="vera")
+    await sim.merge_pr(FORK, pr.number, method=method, user="vera")
+    await world.idle()
+
+    await sim.commit(UPSTREAM, "more", {"slime/later.py": "later = 1\n"}, "Add later",
+                     user="bob")
+    more = await sim.open_pr(UPSTREAM, "more", title="Add later", user="bob")
+    await sim.merge_pr(UPSTREAM, more.number, method="squash", user="zhuzilin")
+    await world.idle()
+    (second,) = [p for p in world.sync_prs() if p.state == "open"]
+    assert second.number != pr.number
+    assert f"after cutoff `{first_tip[:10]}`" in second.body
+    assert "No conflicts" in second.body
+    assert world.check(second.head_sha).conclusion == "success"
+    world.assert_clean()

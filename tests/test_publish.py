@@ -550,3 +550,17 @@ async def test_an_engine_error_people_must_fix_is_one_failing_check_on_fork_main
     (run,) = hub.runs.values()
     assert run["conclusion"] == "failure" and "Upstream-Sync" in run["output"]["summary"]
     assert fake_ctx.gh.write_count == 1 and hub.pulls == {}
+
+
+async def test_a_pr_created_by_a_lost_first_try_is_found_not_created_again(
+        world: World) -> None:
+    create = world.hub.create_pull
+
+    def created_then_422(request: Request) -> dict[str, Any]:
+        create(request)  # the first try got through, but its answer was lost
+        raise BadRequest(422, "Validation Failed")  # type: ignore[arg-type]
+
+    world.ctx.gh.on("POST", f"/repos/{FORK}/pulls", created_then_422)
+    result = await publish_sync(world.ctx, FORK, 1)
+    assert result.pr_number == 7 and len(world.hub.pulls) == 1
+    assert len(world.hub.reviews[7]) == 1
