@@ -258,7 +258,9 @@ class _Branch:
 
 
 @dataclass
-class _Recorded:
+class Recorded:
+    """What :func:`record_branch` found: resolutions by hunk key, and what it could not record."""
+
     resolutions: dict[str, str] = field(default_factory=dict)
     pending: int = 0
     unplaced: list[str] = field(default_factory=list)  # paths
@@ -850,7 +852,7 @@ def migrate_answers(old_plan: dict[str, Any], new_plan: dict[str, Any],
 
 
 def rebuild_text(command: Extend | Refresh, old_plan: dict[str, Any], plan_json: dict[str, Any],
-                 recorded: _Recorded, replay: Replayed, old_head: str, new_head: str,
+                 recorded: Recorded, replay: Replayed, old_head: str, new_head: str,
                  dropped: list[str]) -> str:
     if isinstance(command, Extend):
         first = (f"Extended the window to {command.target}: now "
@@ -960,9 +962,9 @@ def _commits_by_people(git: Git, commit: str, head: str, pushed: set[str]) -> li
     return [sha for sha in out if sha not in pushed]
 
 
-def record_branch(git: Git, plan_json: dict[str, Any], commit: str, head: str) -> _Recorded:
+def record_branch(git: Git, plan_json: dict[str, Any], commit: str, head: str) -> Recorded:
     """Every resolution people made on the branch: commit 1's file vs the head's, per file."""
-    recorded = _Recorded()
+    recorded = Recorded()
     paths = [f["path"] for f in plan_json.get("files", [])
              if any(i.get("start_line") is not None for i in f.get("review_items", []))]
     before = _read_many(git, commit, paths)
@@ -1064,6 +1066,7 @@ def _merge_file(git: Git, current: bytes | None, base: bytes | None,
         return favoured.stdout, False
 
 
-__all__ = ["COMMAND_JOB", "JOBS", "CommandFailed", "CommandRequest", "Outcome",
-           "has_write_access", "migrate_answers", "record_branch", "render_reply",
-           "replay_onto", "reply_marker", "run_command", "status_text", "validate_answer"]
+__all__ = ["COMMAND_JOB", "ISSUE_COMMENT", "JOBS", "REVIEW_COMMENT", "CommandFailed",
+           "CommandRequest", "Outcome", "Recorded", "Replayed", "has_write_access",
+           "migrate_answers", "record_branch", "render_reply", "replay_onto", "reply_marker",
+           "run_command", "status_text", "validate_answer"]
