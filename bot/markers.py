@@ -28,9 +28,29 @@ def _strip_eol(line: str) -> str:
     return line.rstrip("\r\n")
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines with their ``\n`` kept. Unlike ``str.splitlines`` only ``\n`` ends a line, as
+    for git and GitHub, so line numbers agree with theirs even around ``\x0c`` or U+2028."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def is_marker_line(line: str, char: str) -> bool:
+    """Seven ``char`` then the end of the line or a space and a label, as git writes them."""
+    body = _strip_eol(line)
+    return body == char * 7 or body.startswith(char * 7 + " ")
+
+
 def find_marker_regions(text: str) -> list[MarkerRegion]:
     """Every complete marker region in ``text``, in order; incomplete ones are ignored."""
-    lines = text.splitlines(keepends=True)
+    return find_marker_regions_in_lines(split_lines(text))
+
+
+def find_marker_regions_in_lines(lines: list[str]) -> list[MarkerRegion]:
+    """The same, over lines already split with :func:`split_lines`."""
     regions: list[MarkerRegion] = []
     i = 0
     n = len(lines)

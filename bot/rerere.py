@@ -17,7 +17,8 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-MARKER_SIZE = 7
+from .markers import find_marker_regions_in_lines, is_marker_line, split_lines
+
 _KEY_VERSION = b"forksync-rerere-v1"
 
 
@@ -72,25 +73,10 @@ def _normalise(text: str) -> str:
     return text.replace("\r\n", "\n")
 
 
-def split_lines(text: str) -> list[str]:
-    """Lines with their ``\\n`` kept; unlike ``str.splitlines`` only ``\\n`` ends a line."""
-    parts = text.split("\n")
-    lines = [part + "\n" for part in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
-
-
-def _is_marker(line: str, char: str) -> bool:
-    """True for a marker line: exactly seven ``char`` then the end of line or a space and label."""
-    body = line.rstrip("\n").removesuffix("\r")
-    marker = char * MARKER_SIZE
-    return body == marker or body.startswith(marker + " ")
-
-
 def has_markers(text: str) -> bool:
     """True if ``text`` still holds the start or end of a conflict region."""
-    return any(_is_marker(line, "<") or _is_marker(line, ">") for line in split_lines(text))
+    return any(is_marker_line(line, "<") or is_marker_line(line, ">")
+               for line in split_lines(text))
 
 
 def parse_regions(text: str) -> list[Region]:
@@ -99,42 +85,12 @@ def parse_regions(text: str) -> list[Region]:
 
 
 def _parse(lines: list[str]) -> list[Region]:
-    regions: list[Region] = []
-    i = 0
-    n = len(lines)
-    while i < n:
-        if not _is_marker(lines[i], "<"):
-            i += 1
-            continue
-        region = _parse_one(lines, i)
-        if region is None:
-            i += 1
-        else:
-            regions.append(region)
-            i = region.end
-    return regions
-
-
-def _parse_one(lines: list[str], start: int) -> Region | None:
-    sections: dict[str, list[str]] = {"ours": [], "base": [], "theirs": []}
-    current = "ours"
-    for j in range(start + 1, len(lines)):
-        line = lines[j]
-        if _is_marker(line, "<"):
-            return None  # a new region opens before this one closed: not a region
-        if current == "ours" and _is_marker(line, "|"):
-            current = "base"
-        elif current in ("ours", "base") and _is_marker(line, "="):
-            current = "theirs"
-        elif current == "theirs" and _is_marker(line, ">"):
-            return Region(
-                start=start, end=j + 1,
-                ours="".join(sections["ours"]), base="".join(sections["base"]),
-                theirs="".join(sections["theirs"]), text="".join(lines[start:j + 1]),
-            )
-        else:
-            sections[current].append(line)
-    return None
+    # One parser for the whole project: bot.markers; here only the shape changes.
+    return [
+        Region(start=m.start_line - 1, end=m.end_line, ours=m.ours, base=m.base or "",
+               theirs=m.theirs, text="".join(lines[m.start_line - 1:m.end_line]))
+        for m in find_marker_regions_in_lines(lines)
+    ]
 
 
 def rewrite(text: str, choose: Callable[[Region], str | None]) -> tuple[str, int]:

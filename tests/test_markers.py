@@ -38,3 +38,10 @@ def test_crlf_and_unclosed_regions() -> None:
 def test_marker_lookalikes_are_not_regions() -> None:
     assert find_marker_regions("<<<<<<<< eight\n========\n>>>>>>>> x\n") == []
     assert find_marker_regions("no markers here\n") == []
+
+
+def test_only_newline_ends_a_line_as_for_git() -> None:
+    # str.splitlines would also break at form feeds and U+2028, shifting every line number.
+    text = "a\x0cb\u2028c\n<<<<<<< ours\nx\n=======\ny\n>>>>>>> theirs\n"
+    (region,) = find_marker_regions(text)
+    assert (region.start_line, region.end_line) == (2, 6)
