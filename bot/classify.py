@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .config import Config
 from .git import MODE_GITLINK, MODE_SYMLINK, CatFile, Git, TreeWriter
-from .markers import find_marker_regions
+from .markers import find_marker_regions, split_lines
 from .merge import Entry, MergeOutcome, TreeIndex, edit_tree
 from .model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
 from .suggest import propose
@@ -251,7 +251,7 @@ class Classifier:
             if not added:
                 continue
             merged = self._read_text(self._entry(final, r.path)) or ""
-            merged_lines = merged.splitlines()
+            merged_lines = [ln.rstrip("\n") for ln in split_lines(merged)]
             covered = [(i.start_line or 0, i.end_line or 0) for i in r.review_items]
             for line in added:
                 for flag in self.config.flags:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .markers import split_lines
 from .translate import Translator
 
 MAX_PER_FILE = 20  # enough to point a person at the problem; the check says when there are more
@@ -27,7 +28,7 @@ def find_residue(translator: Translator, fork_path: str, upstream_path: str, tex
     if translator.text(text, upstream_path) == text:
         return []
     found: list[Residue] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate((ln.rstrip("\r\n") for ln in split_lines(text)), 1):
         if line.startswith(("<<<<<<< ", "||||||| ", ">>>>>>> ")):
             continue
         expected = translator.text(line, upstream_path)
