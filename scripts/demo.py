@@ -24,7 +24,7 @@ def main() -> int:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    print(f"== generating a sample upstream (slime) and a translated, diverged fork (vime) in {out}")
+    print(f"== generating an upstream (slime) and a translated, diverged fork (vime) in {out}")
     scenario = make_demo(out / "repos")
     forksync = [str(ROOT / ".venv" / "bin" / "forksync")]
     if not Path(forksync[0]).exists():
