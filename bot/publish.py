@@ -385,6 +385,7 @@ class _Repos:
     fork_git: str
     upstream_git: str
     fork_url: str
+    upstream_url: str
     fork_html_url: str
     fork_branch: str
     fork_main: str
@@ -434,7 +435,7 @@ async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: in
     if upstream_head is None:
         raise GitError(f"the upstream {upstream} has no branch {upstream_branch}")
     state["last_seen_upstream"] = upstream_head
-    repos = _Repos(fork_git, upstream_git, fork_url,
+    repos = _Repos(fork_git, upstream_git, fork_url, upstream_url,
                    fork_repo.get("html_url") or f"https://github.com/{fork}", fork_branch,
                    fork_main, upstream_head)
     tip_sha = await asyncio.to_thread(_resolve_tip, repos, upstream_branch, tip)
@@ -618,7 +619,7 @@ async def _push(gh: GitHubClient, fork: str, state: dict[str, Any], repos: _Repo
     if head == commit:
         return True
     if head is not None and head not in state.get("pushed", []):
-        await _refuse_push(gh, fork, state, head)
+        await _refuse_push(gh, fork, state, repos, head)
         return False
     try:
         await asyncio.to_thread(remote.push_with_lease, repos.fork_git, repos.fork_url, commit,
@@ -627,37 +628,45 @@ async def _push(gh: GitHubClient, fork: str, state: dict[str, Any], repos: _Repo
         moved = await asyncio.to_thread(remote.remote_head, repos.fork_url, branch, token)
         if moved == commit:
             return True
-        await _refuse_push(gh, fork, state, moved or "")
+        await _refuse_push(gh, fork, state, repos, moved or "")
         return False
     return True
 
 
-def manual_instructions(branch: str, head: str, upstream: str, tip: str,
+def manual_instructions(fork_url: str, branch: str, head: str, upstream_url: str, tip: str,
                         fork_branch: str) -> str:
     """miss-islington style: what happened, and the exact commands to finish by hand."""
+    name = fork_url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
     return (
         f"forksync did not push the new sync to `{branch}`: the branch is at "
         f"`{head[:12] or 'an unknown commit'}`, which forksync did not write, and forksync "
         "never overwrites commits that people pushed.\n\n"
-        "If that work is not needed any more, delete the branch and forksync starts the "
-        "sync again on the next upstream change (or comment `/sync refresh`):\n\n"
-        f"```\ngit push origin --delete {branch}\n```\n\n"
-        "Or make the sync by hand in a clone of the fork and push it:\n\n"
+        "If that work is not needed any more, delete the branch; forksync starts the sync "
+        "again on the next upstream change:\n\n"
+        f"```\ngit push {fork_url} --delete {branch}\n```\n\n"
+        "Or make the sync by hand and push it to a branch of its own:\n\n"
         "```\n"
-        f"git fetch origin {fork_branch}\n"
-        f"git clone https://github.com/{upstream}.git ../upstream\n"
-        f"forksync sync --fork . --upstream ../upstream --to {tip} --branch {branch}-manual\n"
+        f"git clone --branch {fork_branch} {fork_url} {name} && cd {name}\n"
+        f"forksync sync --fork . --upstream {upstream_url} --to {tip} --branch {branch}-manual\n"
         f"git push origin {branch}-manual\n"
-        "```\n"
+        "```\n\n"
+        f"then open a pull request from `{branch}-manual` into `{fork_branch}`.\n"
     )
 
 
-async def _refuse_push(gh: GitHubClient, fork: str, state: dict[str, Any], head: str) -> None:
+def _public_url(url: str) -> str:
+    """A clone URL without credentials, fit for instructions in a comment."""
+    return re.sub(r"^(\w+://)[^/@]*@", r"\1", url)
+
+
+async def _refuse_push(gh: GitHubClient, fork: str, state: dict[str, Any], repos: _Repos,
+                       head: str) -> None:
     sync = state["sync"]
     if sync.get("refused_head") == head:
         return  # said so already
-    text = manual_instructions(sync["branch"], head, state.get("upstream", ""),
-                               sync.get("tip", ""), state.get("fork_branch", "main"))
+    text = manual_instructions(_public_url(repos.fork_url), sync["branch"], head,
+                               _public_url(repos.upstream_url), sync.get("tip", ""),
+                               repos.fork_branch)
     owner = fork.split("/", 1)[0]
     pulls = [p async for p in gh.getiter(
         f"/repos/{fork}/pulls?state=all&head={owner}:{sync['branch']}")]
@@ -734,13 +743,26 @@ async def _find_or_create_pr(gh: GitHubClient, fork: str, base: str, sync: dict[
 
 
 async def _pr_diff(gh: GitHubClient, fork: str, number: int) -> str | None:
+    """The PR diff as GitHub shows it; from the per-file patches when it is too large."""
     try:
         text = await gh.getitem(f"/repos/{fork}/pulls/{number}",
                                 accept="application/vnd.github.diff")
-    except BadRequest as exc:  # e.g. 406: too large for GitHub to render
-        log.warning("%s#%d: no PR diff (%s); anchoring on the local diff", fork, number, exc)
+        if isinstance(text, str):
+            return text
+    except BadRequest as exc:  # 406: too large to render as one diff
+        log.info("%s#%d: no whole PR diff (%s); reading the file patches", fork, number, exc)
+    try:
+        parts = []
+        async for f in gh.getiter(f"/repos/{fork}/pulls/{number}/files?per_page=100"):
+            if f.get("patch") is None:
+                continue  # binary, or too large for GitHub to show: no line can be commented
+            old = f.get("previous_filename") or f["filename"]
+            parts.append(f"diff --git a/{old} b/{f['filename']}\n--- a/{old}\n"
+                         f"+++ b/{f['filename']}\n{f['patch']}\n")
+        return "".join(parts)
+    except BadRequest as exc:
+        log.warning("%s#%d: no PR files (%s); anchoring on the local diff", fork, number, exc)
         return None
-    return text if isinstance(text, str) else None
 
 
 async def _post_review_once(gh: GitHubClient, fork: str, pr: Any, sync: dict[str, Any],

@@ -297,7 +297,7 @@ async def test_upstream_merge_opens_a_draft_pr_with_one_review_and_a_failing_che
 # -- (b) people resolve some files, then all; (c) a committed suggestion resolves its hunk --
 
 
-async def test_pushed_resolutions_tick_the_checklist_until_the_check_passes(
+async def test_a_committed_suggestion_and_pushed_resolutions_tick_the_checklist_until_it_passes(
         world: World) -> None:
     sim = world.sim
     await world.merge_upstream()
@@ -335,6 +335,29 @@ async def test_pushed_resolutions_tick_the_checklist_until_the_check_passes(
     await sim.rerequest_check_run(FORK, run.id, user="vera")
     await world.idle()
     assert world.snapshot() == before
+    world.assert_clean()
+
+
+async def test_one_committed_suggestion_resolves_its_hunk_and_no_other(world: World) -> None:
+    sim = world.sim
+    await world.merge_upstream()
+    await world.idle()
+    pr = world.sync_pr()
+    first_on_b, second_on_b = sorted((c for c in sim.review_comments(FORK, pr.number)
+                                      if c.path == B), key=lambda c: c.line)
+    text = commit_suggestion(world.file_at(pr.head_sha, B), second_on_b)
+    head = await sim.commit(FORK, pr.head_ref, {B: text}, "Apply suggestion from code review",
+                            user="vera")
+    await world.idle()
+    run = world.check(head)
+    assert run.conclusion == "failure"
+    left = sorted((a["path"], a["start_line"]) for a in run.annotations)
+    assert left == [(A, next(c.start_line for c in sim.review_comments(FORK, pr.number)
+                             if c.path == A)), (B, first_on_b.start_line)]
+    pr = world.sync_pr()
+    assert f"- [ ] `{B}`" in pr.body  # one of its two hunks is still open
+    resolved = re.findall(r"- \*\*(Q\d+)\*\* [^\n]* — resolved", pr.body)
+    assert len(resolved) == 1 and resolved[0] in second_on_b.body
     world.assert_clean()
 
 

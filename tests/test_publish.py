@@ -237,6 +237,10 @@ class Hub:
         return {"id": len(self.comments)}
 
 
+def first_tip(world: World) -> str:
+    return git("--git-dir", world.remotes / f"{UPSTREAM}.git", "rev-parse", "main")
+
+
 def many_items(n: int) -> dict[str, Any]:
     return {"upstream": {"repo": UPSTREAM, "branch": "main"}, "window_label": "#1..#2",
             "files": [{"path": f"f{i}.py", "status": "conflict", "note": "",
@@ -417,14 +421,16 @@ async def test_the_bot_never_pushes_over_a_head_it_did_not_write(world: World) -
     git("--git-dir", world.fork_remote, "update-ref", f"refs/heads/{first.branch}",
         world.scenario.fork_head)
     state = load_fork_state(world.ctx.store, FORK)
-    state["sync"]["tip"] = "0" * 40  # so the rerun does not resume the same sync
+    state["sync"]["ours"] = "0" * 40  # so the rerun does not resume the same sync
     save_fork_state(world.ctx.store, FORK, state)
     result = await publish_sync(world.ctx, FORK, 1)
     assert result.action == "refused"
     assert world.remote_head(first.branch) == world.scenario.fork_head
     (comment,) = world.hub.comments
-    assert f"git push origin --delete {first.branch}" in comment["body"]
-    assert "forksync sync --fork . --upstream" in comment["body"]
+    remotes = world.remotes
+    assert f"git push file://{remotes}/{FORK}.git --delete {first.branch}" in comment["body"]
+    assert (f"forksync sync --fork . --upstream file://{remotes}/{UPSTREAM}.git "
+            f"--to {first_tip(world)} --branch {first.branch}-manual") in comment["body"]
     await publish_sync(world.ctx, FORK, 1)
     assert len(world.hub.comments) == 1  # said once
 
@@ -564,3 +570,42 @@ async def test_a_pr_created_by_a_lost_first_try_is_found_not_created_again(
     result = await publish_sync(world.ctx, FORK, 1)
     assert result.pr_number == 7 and len(world.hub.pulls) == 1
     assert len(world.hub.reviews[7]) == 1
+
+
+async def test_a_diff_too_large_to_render_is_read_from_the_file_patches(world: World) -> None:
+    from unidiff.patch import PatchSet
+
+    hub, gh = world.hub, world.ctx.gh
+    get_pull = hub.get_pull
+
+    def no_whole_diff(request: Request) -> Any:
+        if request.accept and "diff" in request.accept:
+            raise BadRequest(406, "diff too large")  # type: ignore[arg-type]
+        return get_pull(request)
+
+    def files(request: Request) -> list[dict[str, Any]]:
+        pull = hub.pulls[7]
+        diff = local_diff(str(world.fork_remote), "refs/heads/main",
+                          f"refs/heads/{pull['head']['ref']}")
+        return [{"filename": pf.path, "patch": "".join(str(h) for h in pf)}
+                for pf in PatchSet(diff) if not pf.is_binary_file]
+
+    gh.on("GET", re.compile(r"/repos/vime-org/vime/pulls/(\d+)"), no_whole_diff)
+    gh.on("GET", re.compile(r"/repos/vime-org/vime/pulls/(\d+)/files"), files)
+    result = await publish_sync(world.ctx, FORK, 1)
+    (review,) = hub.reviews[7]
+    assert len(review["comments"]) == 3 and result.unanchored == []
+    assert gh.sent("GET", "/repos/vime-org/vime/pulls/7/files")
+
+
+async def test_a_report_too_long_for_the_body_is_committed_and_linked(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.engine
+
+    monkeypatch.setattr(bot.engine, "needs_overflow", lambda plan: True)
+    result = await publish_sync(world.ctx, FORK, 1)
+    sync = load_fork_state(world.ctx.store, FORK)["sync"]
+    path = sync["report_url"].split(f"/blob/{result.commit}/", 1)[1]
+    assert sync["report_url"].startswith(f"https://github.com/{FORK}/blob/{result.commit}/")
+    report = git("--git-dir", world.fork_remote, "show", f"{result.branch}:{path}")
+    assert report.startswith(BEGIN) and "Window: 11 upstream changes" in report
