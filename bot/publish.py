@@ -929,10 +929,13 @@ def publish_from_cli(args: Any) -> int:
 
 
 __all__ = [
-    "CHECK_NAME", "PublishResult", "Remaining", "anchorable", "check_annotations", "check_output",
-    "comment_items", "decision_is_open", "diff_hunks", "find_check_run", "fork_state_key",
-    "forks_following", "initial_remaining", "is_sync_branch", "item_message",
-    "load_fork_state", "load_plan", "manual_instructions", "publish_from_cli", "publish_sync",
-    "read_blobs", "remember_pushed", "render_pr_body", "review_marker", "save_fork_state",
-    "split_anchored", "sync_branch_name", "update_body", "upsert_check_run",
+    "CHECK_NAME", "CONFIG_PATH", "PublishResult", "Remaining", "anchorable",
+    "check_annotations", "check_output", "comment_items", "decision_is_open", "diff_hunks",
+    "find_check_run", "find_sync_cutoff", "fork_state_key", "forks_following",
+    "initial_remaining", "is_sync_branch", "item_message", "load_fork_state", "load_plan",
+    "local_diff", "manual_instructions", "offending_comments", "plan_path", "pr_title",
+    "publish_from_cli", "publish_sync", "read_blobs", "remember_pushed", "render_pr_body",
+    "review_body", "review_comment", "review_marker", "save_fork_state", "save_plan",
+    "split_anchored", "sync_branch_name", "unanchored_lines", "update_body",
+    "upsert_check_run",
 ]
