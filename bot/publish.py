@@ -382,6 +382,8 @@ class PublishResult:
 
 @dataclass
 class _Repos:
+    """The two local caches and what was read from them at the start of the job."""
+
     fork_git: str
     upstream_git: str
     fork_url: str
@@ -394,146 +396,269 @@ class _Repos:
 
 async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: int | None, *,
                        tip: str | None = None) -> PublishResult:
-    """Job ``"sync"``: open the fork's sync PR, or bring the open one's status up to date."""
-    fork = fork_full_name
-    gh = await ctx.gh_for(installation_id)
-    token = await ctx.git_token_for(installation_id)
-    writes_before = gh.write_count
-    settings, store = ctx.settings, ctx.store
-    state = await asyncio.to_thread(load_fork_state, store, fork)
-    state["installation_id"] = installation_id
+    """Job ``"sync"``: open the fork's sync PR, or bring the open one's status up to date.
 
-    fork_repo = await gh.getitem(f"/repos/{fork}")
-    fork_branch = fork_repo.get("default_branch") or "main"
-    fork_url = settings.clone_url(fork, fork_repo.get("clone_url"))
-    fork_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, fork)
-    await asyncio.to_thread(remote.fetch, fork_git, fork_url,
-                            [f"+refs/heads/{fork_branch}:refs/heads/{fork_branch}"], token)
-    fork_main = Git(fork_git).rev_parse(f"refs/heads/{fork_branch}")
-    config_text = await asyncio.to_thread(read_config_text, fork_git, f"refs/heads/{fork_branch}")
+    ``tip`` is a SHA or ``#N`` (upstream PR N); by default the upstream branch head.
+    """
+    run = _SyncRun(ctx, fork_full_name, await ctx.gh_for(installation_id),
+                   await ctx.git_token_for(installation_id))
+    await run.load(installation_id)
+    config = await run.fetch()
+    if isinstance(config, PublishResult):
+        return config
+    tip_sha = await asyncio.to_thread(run.resolve_tip, config.upstream_branch, tip)
+    followed = await run.follow_open_pr(tip_sha)
+    if followed is not None:
+        return followed
+    prepared = await run.prepare(config, tip_sha)
+    if isinstance(prepared, PublishResult):
+        return prepared
+    plan_json, action = prepared
+    if not await run.push():
+        return run.result("refused")
+    await run.finish(plan_json)
+    return run.result(action)
 
-    def result(action: str, **kw: Any) -> PublishResult:
-        return PublishResult(fork, action, writes=gh.write_count - writes_before, **kw)
 
-    if fork_main is None or config_text is None:
-        log.info("%s has no %s on %s: nothing to sync", fork, CONFIG_PATH, fork_branch)
-        return result("not-configured")
-    try:
-        config = _load_config(config_text)
-    except ForksyncError as exc:
-        await _report_error(gh, fork, fork_main, "The forksync config has an error", str(exc))
-        return result("refused")
-    upstream, upstream_branch = config.upstream_repo, config.upstream_branch
-    state.update(upstream=upstream, upstream_branch=upstream_branch, fork_branch=fork_branch)
+class _SyncRun:
+    """One run of the ``"sync"`` job: its collaborators, and the fork's state as it goes.
 
-    upstream_url = await _clone_url(gh, settings, upstream)
-    upstream_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, upstream)
-    await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
-                            [f"+refs/heads/{upstream_branch}:refs/heads/{upstream_branch}"],
-                            token)
-    upstream_head = Git(upstream_git).rev_parse(f"refs/heads/{upstream_branch}")
-    if upstream_head is None:
-        raise GitError(f"the upstream {upstream} has no branch {upstream_branch}")
-    state["last_seen_upstream"] = upstream_head
-    repos = _Repos(fork_git, upstream_git, fork_url, upstream_url,
-                   fork_repo.get("html_url") or f"https://github.com/{fork}", fork_branch,
-                   fork_main, upstream_head)
-    tip_sha = await asyncio.to_thread(_resolve_tip, repos, upstream_branch, tip)
+    The state is saved after every step that GitHub or the fork's branch can see, so
+    a run killed at any point is continued, not repeated, by the next one.
+    """
 
-    sync: dict[str, Any] = state.get("sync") or {}
-    if sync.get("pr"):
-        pull = await gh.getitem(f"/repos/{fork}/pulls/{sync['pr']}")
-        if pull.get("state") == "open" and not _published(sync):
-            # A crash after the PR was opened: finish the review and the check first.
-            await _finish(gh, fork, state, repos, load_plan(sync), store)
-            return result("resumed", pr_number=pull["number"], branch=sync["branch"],
-                          commit=sync["commit"], unanchored=list(sync["unanchored"]))
+    def __init__(self, ctx: JobContext, fork: str, gh: GitHubClient, token: str) -> None:
+        self.ctx = ctx
+        self.fork = fork
+        self.gh = gh
+        self.token = token
+        self.writes_before = gh.write_count
+        self.state: dict[str, Any] = {}
+        self._repos: _Repos | None = None
+
+    @property
+    def repos(self) -> _Repos:
+        assert self._repos is not None, "fetch() first"
+        return self._repos
+
+    @property
+    def sync(self) -> dict[str, Any]:
+        sync: dict[str, Any] = self.state.setdefault("sync", {})
+        return sync
+
+    async def load(self, installation_id: int | None) -> None:
+        self.state = await asyncio.to_thread(load_fork_state, self.ctx.store, self.fork)
+        self.state["installation_id"] = installation_id
+
+    async def save(self) -> None:
+        await asyncio.to_thread(save_fork_state, self.ctx.store, self.fork, self.state)
+
+    def result(self, action: str) -> PublishResult:
+        sync = self.state.get("sync") or {}
+        return PublishResult(self.fork, action, pr_number=sync.get("pr"),
+                             branch=sync.get("branch"), commit=sync.get("commit"),
+                             writes=self.gh.write_count - self.writes_before,
+                             unanchored=list(sync.get("unanchored", [])))
+
+    async def fetch(self) -> Any:
+        """Fetch fork main and the upstream into the caches; the fork's config, or an outcome."""
+        settings, fork, gh = self.ctx.settings, self.fork, self.gh
+        fork_repo = await gh.getitem(f"/repos/{fork}")
+        fork_branch = fork_repo.get("default_branch") or "main"
+        fork_url = settings.clone_url(fork, fork_repo.get("clone_url"))
+        fork_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, fork)
+        await asyncio.to_thread(remote.fetch, fork_git, fork_url,
+                                [f"+refs/heads/{fork_branch}:refs/heads/{fork_branch}"],
+                                self.token)
+        fork_main = Git(fork_git).rev_parse(f"refs/heads/{fork_branch}")
+        config_text = await asyncio.to_thread(read_config_text, fork_git,
+                                              f"refs/heads/{fork_branch}")
+        if fork_main is None or config_text is None:
+            log.info("%s has no %s on %s: nothing to sync", fork, CONFIG_PATH, fork_branch)
+            return self.result("not-configured")
+        try:
+            config = _load_config(config_text)
+        except ForksyncError as exc:
+            await _report_error(gh, fork, fork_main, "The forksync config has an error",
+                                str(exc))
+            return self.result("refused")
+        upstream, branch = config.upstream_repo, config.upstream_branch
+        self.state.update(upstream=upstream, upstream_branch=branch, fork_branch=fork_branch)
+
+        upstream_url = await _clone_url(gh, settings, upstream)
+        upstream_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, upstream)
+        await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
+                                [f"+refs/heads/{branch}:refs/heads/{branch}"], self.token)
+        upstream_head = Git(upstream_git).rev_parse(f"refs/heads/{branch}")
+        if upstream_head is None:
+            raise GitError(f"the upstream {upstream} has no branch {branch}")
+        self.state["last_seen_upstream"] = upstream_head
+        self._repos = _Repos(fork_git, upstream_git, fork_url, upstream_url,
+                             fork_repo.get("html_url") or f"https://github.com/{fork}",
+                             fork_branch, fork_main, upstream_head)
+        return config
+
+    def resolve_tip(self, upstream_branch: str, tip: str | None) -> str:
+        if not tip:
+            return self.repos.upstream_head
+        from .window import resolve_rev
+
+        return resolve_rev(Git(self.repos.upstream_git), tip, f"refs/heads/{upstream_branch}",
+                           "tip")
+
+    async def follow_open_pr(self, tip_sha: str) -> PublishResult | None:
+        """While the sync PR is open, a newer upstream only updates its status."""
+        sync = self.state.get("sync") or {}
+        if not sync.get("pr"):
+            return None
+        pull = await self.gh.getitem(f"/repos/{self.fork}/pulls/{sync['pr']}")
         if pull.get("state") == "open":
-            action = await _record_behind(ctx, gh, fork, state, repos, pull, tip_sha)
-            return result(action, pr_number=pull["number"], branch=sync["branch"],
-                          commit=sync["commit"])
+            if not _published(sync):
+                # A crash after the PR was opened: finish the review and the check first.
+                await self.finish(load_plan(sync))
+                return self.result("resumed")
+            return self.result(await self.record_behind(pull, tip_sha))
         if pull.get("merged"):
             # Whatever the merge method did to the trailers, this tip is in the fork now.
-            state["last_synced_tip"] = sync.get("tip")
-        state.pop("sync", None)  # closed or merged: the next window starts from fork main
-        sync = {}
+            self.state["last_synced_tip"] = sync.get("tip")
+        self.state.pop("sync", None)  # closed or merged: the next window starts afresh
+        return None
 
-    if (sync.get("commit") and sync.get("ours") == fork_main and sync.get("tip") == tip_sha
-            and sync.get("plan_file") and Path(sync["plan_file"]).exists()
-            and Git(fork_git).rev_parse(sync["commit"]) is not None):
-        plan_json = load_plan(sync)  # a crash interrupted this very sync: go on with it
-        action = "resumed"
-    else:
-        cutoff = await asyncio.to_thread(find_sync_cutoff, repos, upstream,
-                                         state.get("last_synced_tip"))
+    async def prepare(self, config: Any, tip_sha: str
+                      ) -> tuple[dict[str, Any], str] | PublishResult:
+        """Commit 1 and its plan: the ones a killed run made, or new ones from the engine."""
+        repos, sync = self.repos, self.state.get("sync") or {}
+        if (sync.get("commit") and sync.get("ours") == repos.fork_main
+                and sync.get("tip") == tip_sha and sync.get("plan_file")
+                and Path(sync["plan_file"]).exists()
+                and Git(repos.fork_git).rev_parse(sync["commit"]) is not None):
+            return load_plan(sync), "resumed"
+        cutoff = await asyncio.to_thread(find_sync_cutoff, repos, self.state["upstream"],
+                                         self.state.get("last_synced_tip"))
         if cutoff is not None and await asyncio.to_thread(_up_to_date, repos, cutoff, tip_sha):
-            await asyncio.to_thread(save_fork_state, store, fork, state)
-            return result("up-to-date")
+            await self.save()
+            return self.result("up-to-date")
         try:
-            plan_json, commit, report_path = await _run_engine(settings, repos, config, tip_sha,
-                                                               cutoff)
+            plan_json, commit, report_path = await _run_engine(
+                self.ctx.settings, repos, config, tip_sha, cutoff)
         except ForksyncError as exc:
             # The engine works on local repositories only, so its errors do not go away by
             # retrying: people must act (fix the config, name the cutoff). Say so on the
             # fork's head, where they look.
-            await _report_error(gh, fork, fork_main, "forksync cannot sync", str(exc))
-            await asyncio.to_thread(save_fork_state, store, fork, state)
-            return result("refused")
-        sync = {
+            await _report_error(self.gh, self.fork, repos.fork_main, "forksync cannot sync",
+                                str(exc))
+            await self.save()
+            return self.result("refused")
+        self.state["sync"] = {
             "branch": sync_branch_name(plan_json["cutoff"]), "commit": commit,
-            "cutoff": plan_json["cutoff"], "tip": plan_json["tip"], "ours": fork_main,
+            "cutoff": plan_json["cutoff"], "tip": plan_json["tip"], "ours": repos.fork_main,
             "behind": 0, "window_label": plan_json.get("window_label"),
-            "plan_file": await asyncio.to_thread(save_plan, settings, fork, commit, plan_json),
+            "plan_file": await asyncio.to_thread(save_plan, self.ctx.settings, self.fork,
+                                                 commit, plan_json),
             "report_url": (f"{repos.fork_html_url}/blob/{commit}/{report_path}"
                            if report_path else None),
         }
-        action = "opened"
-    state["sync"] = sync
-    # Remembered before the push: after a crash between push and save, the branch
-    # head is still recognised as the bot's own.
-    remember_pushed(state, sync["commit"])
-    await asyncio.to_thread(save_fork_state, store, fork, state)
+        return plan_json, "opened"
 
-    if not await _push(gh, fork, state, repos, token):
-        await asyncio.to_thread(save_fork_state, store, fork, state)
-        return result("refused", branch=sync["branch"], commit=sync["commit"])
+    async def push(self) -> bool:
+        """Push commit 1 with a lease, unless the branch head is a commit the bot did not write."""
+        repos, sync, token = self.repos, self.sync, self.token
+        branch, commit = sync["branch"], sync["commit"]
+        # Remembered before the push: after a crash between the push and the save, the
+        # branch head is still recognised as the bot's own.
+        remember_pushed(self.state, commit)
+        await self.save()
+        head = await asyncio.to_thread(remote.remote_head, repos.fork_url, branch, token)
+        if head == commit:
+            return True
+        if head is None or head in self.state.get("pushed", []):
+            try:
+                await asyncio.to_thread(remote.push_with_lease, repos.fork_git, repos.fork_url,
+                                        commit, branch, head, token)
+                return True
+            except remote.PushRejected:
+                head = await asyncio.to_thread(remote.remote_head, repos.fork_url, branch, token)
+                if head == commit:
+                    return True
+        await self.refuse_push(head or "")
+        await self.save()
+        return False
 
-    number = await _finish(gh, fork, state, repos, plan_json, store)
-    return result(action, pr_number=number, branch=sync["branch"], commit=sync["commit"],
-                  unanchored=list(sync["unanchored"]))
+    async def refuse_push(self, head: str) -> None:
+        """Tell people, where they look, why the bot stopped and how to go on by hand."""
+        repos, sync, fork = self.repos, self.sync, self.fork
+        if sync.get("refused_head") == head:
+            return  # said so already
+        text = manual_instructions(_public_url(repos.fork_url), sync["branch"], head,
+                                   _public_url(repos.upstream_url), sync.get("tip", ""),
+                                   repos.fork_branch)
+        owner = fork.split("/", 1)[0]
+        pulls = [p async for p in self.gh.getiter(
+            f"/repos/{fork}/pulls?state=all&head={owner}:{sync['branch']}")]
+        if pulls:
+            await self.gh.post(f"/repos/{fork}/issues/{pulls[0]['number']}/comments",
+                               data={"body": text})
+        else:
+            await _report_error(self.gh, fork, repos.fork_main, "forksync could not push", text)
+        sync["refused_head"] = head
+        log.warning("%s: refused to push over %s at %s", fork, sync["branch"], head[:12])
+
+    async def finish(self, plan_json: dict[str, Any]) -> None:
+        """After the push: find-or-create the PR, post the review once, create the check."""
+        gh, fork, sync = self.gh, self.fork, self.sync
+        items = comment_items(plan_json)
+        if "unanchored" not in sync:
+            diff = await asyncio.to_thread(local_diff, self.repos.fork_git, sync["ours"],
+                                           sync["commit"])
+            sync["unanchored"] = [i["id"] for i in split_anchored(items, diff)[1]]
+        pr = await _find_or_create_pr(gh, fork, self.repos.fork_branch, sync, plan_json)
+        sync["pr"] = pr["number"]
+        await self.save()
+
+        if sync.get("review_commit") != sync["commit"]:
+            await _post_review_once(gh, fork, pr, sync, plan_json, items)
+            sync["review_commit"] = sync["commit"]
+            await self.save()
+
+        remaining = initial_remaining(plan_json, dict(sync.get("answers", {})))
+        sync["remaining"] = [r.to_json() for r in remaining]
+        sync["head"] = sync["commit"]
+        check_id = await upsert_check_run(gh, fork, sync["commit"], plan_json, remaining,
+                                          behind=int(sync.get("behind", 0)))
+        sync.setdefault("check_runs", {})[sync["commit"]] = check_id
+        await self.save()
+
+    async def record_behind(self, pull: Any, tip_sha: str) -> str:
+        """Say in the open PR how many upstream PRs merged after its window; never open another."""
+        from .window import list_window
+
+        gh, fork, sync = self.gh, self.fork, self.sync
+        behind = 0
+        upstream = Git(self.repos.upstream_git)
+        if (tip_sha != sync.get("tip") and upstream.rev_parse(sync["tip"])
+                and upstream.is_ancestor(sync["tip"], tip_sha)):
+            behind = len(await asyncio.to_thread(list_window, upstream, sync["tip"], tip_sha))
+        if behind == int(sync.get("behind", 0)):
+            await self.save()
+            return "unchanged"
+        sync["behind"] = behind
+        plan_json = load_plan(sync)
+        await update_body(gh, fork, pull["number"], pull.get("body") or "",
+                          render_pr_body(plan_json, sync))
+        head = pull["head"]["sha"]
+        remaining = ([Remaining.from_json(r) for r in sync["remaining"]] if "remaining" in sync
+                     else initial_remaining(plan_json, dict(sync.get("answers", {}))))
+        check_id = await upsert_check_run(gh, fork, head, plan_json, remaining, behind=behind,
+                                          max_batches=1)
+        sync.setdefault("check_runs", {})[head] = check_id
+        await self.save()
+        return "behind"
 
 
 def _published(sync: dict[str, Any]) -> bool:
     """Whether every step after the push (PR, review, check run) is done for commit 1."""
     return bool(sync.get("pr") and sync.get("review_commit") == sync["commit"]
                 and sync["commit"] in sync.get("check_runs", {}))
-
-
-async def _finish(gh: GitHubClient, fork: str, state: dict[str, Any], repos: _Repos,
-                  plan_json: dict[str, Any], store: Store) -> int:
-    """After the push: find-or-create the PR, post the review once, create the check run."""
-    sync = state["sync"]
-    items = comment_items(plan_json)
-    if "unanchored" not in sync:
-        diff = await asyncio.to_thread(local_diff, repos.fork_git, sync["ours"], sync["commit"])
-        sync["unanchored"] = [i["id"] for i in split_anchored(items, diff)[1]]
-    pr = await _find_or_create_pr(gh, fork, repos.fork_branch, sync, plan_json)
-    sync["pr"] = pr["number"]
-    await asyncio.to_thread(save_fork_state, store, fork, state)
-
-    if sync.get("review_commit") != sync["commit"]:
-        await _post_review_once(gh, fork, pr, sync, plan_json, items)
-        sync["review_commit"] = sync["commit"]
-        await asyncio.to_thread(save_fork_state, store, fork, state)
-
-    remaining = initial_remaining(plan_json, dict(sync.get("answers", {})))
-    sync["remaining"] = [r.to_json() for r in remaining]
-    sync["head"] = sync["commit"]
-    check_id = await upsert_check_run(gh, fork, sync["commit"], plan_json, remaining,
-                                      behind=int(sync.get("behind", 0)))
-    sync.setdefault("check_runs", {})[sync["commit"]] = check_id
-    await asyncio.to_thread(save_fork_state, store, fork, state)
-    return int(pr["number"])
 
 
 def _load_config(text: str) -> Any:
@@ -588,14 +713,6 @@ def _up_to_date(repos: _Repos, cutoff: str, tip_sha: str) -> bool:
     return cutoff == tip_sha or Git(repos.upstream_git).is_ancestor(tip_sha, cutoff)
 
 
-def _resolve_tip(repos: _Repos, upstream_branch: str, tip: str | None) -> str:
-    if not tip:
-        return repos.upstream_head
-    from .window import resolve_rev
-
-    return resolve_rev(Git(repos.upstream_git), tip, f"refs/heads/{upstream_branch}", "tip")
-
-
 async def _run_engine(settings: Settings, repos: _Repos, config: Any, tip_sha: str,
                       cutoff: str | None) -> tuple[dict[str, Any], str, str | None]:
     from .engine import sync as engine_sync
@@ -603,34 +720,10 @@ async def _run_engine(settings: Settings, repos: _Repos, config: Any, tip_sha: s
     Git(repos.fork_git).run("update-ref", "-d", f"refs/heads/{_LOCAL_WORK_BRANCH}")
     result = await asyncio.to_thread(
         engine_sync, repos.fork_git, repos.upstream_git, from_rev=cutoff, to_rev=tip_sha,
-        config=config,
-        fork_branch=repos.fork_branch, branch=_LOCAL_WORK_BRANCH,
+        config=config, fork_branch=repos.fork_branch, branch=_LOCAL_WORK_BRANCH,
         workdir=str(settings.data_dir / "work"))
     plan_json: dict[str, Any] = result.plan.to_json()
     return plan_json, result.commit, result.report_path
-
-
-async def _push(gh: GitHubClient, fork: str, state: dict[str, Any], repos: _Repos,
-                token: str) -> bool:
-    """Push commit 1 unless the remote head is a commit the bot did not write."""
-    sync = state["sync"]
-    branch, commit = sync["branch"], sync["commit"]
-    head = await asyncio.to_thread(remote.remote_head, repos.fork_url, branch, token)
-    if head == commit:
-        return True
-    if head is not None and head not in state.get("pushed", []):
-        await _refuse_push(gh, fork, state, repos, head)
-        return False
-    try:
-        await asyncio.to_thread(remote.push_with_lease, repos.fork_git, repos.fork_url, commit,
-                                branch, head, token)
-    except remote.PushRejected:
-        moved = await asyncio.to_thread(remote.remote_head, repos.fork_url, branch, token)
-        if moved == commit:
-            return True
-        await _refuse_push(gh, fork, state, repos, moved or "")
-        return False
-    return True
 
 
 def manual_instructions(fork_url: str, branch: str, head: str, upstream_url: str, tip: str,
@@ -657,26 +750,6 @@ def manual_instructions(fork_url: str, branch: str, head: str, upstream_url: str
 def _public_url(url: str) -> str:
     """A clone URL without credentials, fit for instructions in a comment."""
     return re.sub(r"^(\w+://)[^/@]*@", r"\1", url)
-
-
-async def _refuse_push(gh: GitHubClient, fork: str, state: dict[str, Any], repos: _Repos,
-                       head: str) -> None:
-    sync = state["sync"]
-    if sync.get("refused_head") == head:
-        return  # said so already
-    text = manual_instructions(_public_url(repos.fork_url), sync["branch"], head,
-                               _public_url(repos.upstream_url), sync.get("tip", ""),
-                               repos.fork_branch)
-    owner = fork.split("/", 1)[0]
-    pulls = [p async for p in gh.getiter(
-        f"/repos/{fork}/pulls?state=all&head={owner}:{sync['branch']}")]
-    if pulls:
-        await gh.post(f"/repos/{fork}/issues/{pulls[0]['number']}/comments",
-                      data={"body": text})
-    else:
-        await _report_error(gh, fork, sync.get("ours", ""), "forksync could not push", text)
-    sync["refused_head"] = head
-    log.warning("%s: refused to push over %s at %s", fork, sync["branch"], head[:12])
 
 
 async def _report_error(gh: GitHubClient, fork: str, sha: str, title: str, text: str) -> None:
@@ -868,34 +941,6 @@ async def upsert_check_run(gh: GitHubClient, fork: str, sha: str, plan_json: dic
         await gh.patch(f"/repos/{fork}/check-runs/{run['id']}", data={
             "output": {"title": title, "summary": summary, "annotations": batch}})
     return int(run["id"])
-
-
-async def _record_behind(ctx: JobContext, gh: GitHubClient, fork: str, state: dict[str, Any],
-                         repos: _Repos, pull: Any, tip_sha: str) -> str:
-    """A newer upstream while the sync PR is open: say so in the PR, never open another."""
-    from .window import list_window
-
-    sync = state["sync"]
-    behind = 0
-    upstream = Git(repos.upstream_git)
-    if (tip_sha != sync.get("tip") and upstream.rev_parse(sync["tip"])
-            and upstream.is_ancestor(sync["tip"], tip_sha)):
-        behind = len(await asyncio.to_thread(list_window, upstream, sync["tip"], tip_sha))
-    if behind == int(sync.get("behind", 0)):
-        await asyncio.to_thread(save_fork_state, ctx.store, fork, state)
-        return "unchanged"
-    sync["behind"] = behind
-    plan_json = load_plan(sync)
-    await update_body(gh, fork, pull["number"], pull.get("body") or "",
-                      render_pr_body(plan_json, sync))
-    head = pull["head"]["sha"]
-    remaining = ([Remaining.from_json(r) for r in sync["remaining"]] if "remaining" in sync
-                 else initial_remaining(plan_json, dict(sync.get("answers", {}))))
-    check_id = await upsert_check_run(gh, fork, head, plan_json, remaining, behind=behind,
-                                      max_batches=1)
-    sync.setdefault("check_runs", {})[head] = check_id
-    await asyncio.to_thread(save_fork_state, ctx.store, fork, state)
-    return "behind"
 
 
 def publish_from_cli(args: Any) -> int:
