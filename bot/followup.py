@@ -4,7 +4,8 @@ An item with a marker region is resolved when no region with its content is left
 the file (people resolve in any way they like; GitHub's "Commit suggestion" replaces
 the region with the suggestion, so it counts too). The rescan ticks the checklist in
 the PR body (only the bot's section) and puts the ``forksync`` check on the new head:
-failure with annotations on the remaining markers, success when none remain.
+failure with annotations on the remaining markers, open decisions and translation
+residue in the lines people changed; success when none remain.
 
 At most 2 write requests per push: one body PATCH, one check-run request.
 """
@@ -134,6 +135,56 @@ def scan(plan_json: dict[str, Any], commit_files: dict[str, str | None],
     return result
 
 
+def changed_lines(before: str | None, after: str) -> set[int]:
+    """1-based numbers of the lines of ``after`` that are new or changed since ``before``."""
+    new_lines = after.splitlines()
+    if before is None:
+        return set(range(1, len(new_lines) + 1))
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), new_lines, autojunk=False)
+    return {j + 1 for tag, _i1, _i2, j1, j2 in matcher.get_opcodes() if tag != "equal"
+            for j in range(j1, j2)}
+
+
+def residue_remaining(translator: Any, plan_json: dict[str, Any],
+                      commit_files: dict[str, str | None],
+                      head_files: dict[str, str | None]) -> list[Remaining]:
+    """Upstream names in lines people wrote after commit 1 (pasting ``sglang`` back, say).
+
+    Only changed lines count: the fork's own text and commit 1 were judged already.
+    """
+    from .residue import MAX_PER_FILE, find_residue
+
+    out: list[Remaining] = []
+    for f in plan_json.get("files", []):
+        before, after = commit_files.get(f["path"]), head_files.get(f["path"])
+        if after is None or after == before:
+            continue
+        changed = changed_lines(before, after)
+        found = [r for r in find_residue(translator, f["path"], f["upstream_path"], after,
+                                         limit=10_000) if r.line in changed]
+        out += [Remaining(r.path, None, r.line, r.line,
+                          f"`{r.text.strip()}` still has upstream names; the fork's "
+                          f"translation makes it `{r.expected.strip()}`",
+                          marker=False, residue=True) for r in found[:MAX_PER_FILE]]
+    return out
+
+
+def load_translator(git_dir: str, rev: str) -> Any | None:
+    """The translation of the config the sync ran with (None if it cannot be read)."""
+    from .config import load_config
+    from .errors import ForksyncError
+    from .publish import CONFIG_PATH, read_config_text
+    from .translate import Translator
+
+    text = read_config_text(git_dir, rev)
+    if text is None:
+        return None
+    try:
+        return Translator(load_config(text, CONFIG_PATH).translate)
+    except ForksyncError:
+        return None
+
+
 async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | None,
                  pr_number: int, head_sha: str) -> ScanResult | None:
     """Job ``"rescan"``: tick the checklist and put the check on ``head_sha`` (≤ 2 writes)."""
@@ -166,6 +217,10 @@ async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | No
     commit_files = await asyncio.to_thread(read_blobs, fork_git, sync["commit"], paths)
     head_files = await asyncio.to_thread(read_blobs, fork_git, head_sha, paths)
     result = scan(plan_json, commit_files, head_files, answers=dict(sync.get("answers", {})))
+    translator = await asyncio.to_thread(load_translator, fork_git, sync["commit"])
+    if translator is not None:
+        result.remaining += await asyncio.to_thread(residue_remaining, translator, plan_json,
+                                                    commit_files, head_files)
 
     sync["resolved"] = result.resolved
     sync["remaining"] = [r.to_json() for r in result.remaining]

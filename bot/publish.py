@@ -245,23 +245,26 @@ def offending_comments(exc: BaseException, comments: Sequence[dict[str, Any]]) -
 
 @dataclass(frozen=True)
 class Remaining:
-    """A marker region left in a file, or an open decision (a question not answered yet)."""
+    """What keeps the check failing: a marker region, an open decision or translation residue."""
 
     path: str
-    item_id: str | None  # None: a marker region the plan does not know
+    item_id: str | None  # None: a marker region the plan does not know, or residue
     start_line: int | None = None
     end_line: int | None = None
     message: str = ""
     marker: bool = True
+    residue: bool = False  # an upstream name left in a line people changed
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "id": self.item_id, "start_line": self.start_line,
-                "end_line": self.end_line, "message": self.message, "marker": self.marker}
+                "end_line": self.end_line, "message": self.message, "marker": self.marker,
+                "residue": self.residue}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Remaining:
         return cls(d["path"], d.get("id"), d.get("start_line"), d.get("end_line"),
-                   d.get("message", ""), bool(d.get("marker", True)))
+                   d.get("message", ""), bool(d.get("marker", True)),
+                   bool(d.get("residue", False)))
 
 
 def item_message(item: dict[str, Any]) -> str:
@@ -291,18 +294,22 @@ def initial_remaining(plan_json: dict[str, Any], answers: dict[str, str]) -> lis
 
 
 def check_annotations(remaining: Sequence[Remaining]) -> list[dict[str, Any]]:
-    """Failure annotations on marker regions; a warning on each open decision with a line."""
+    """Failure annotations on markers and residue; a warning on each open decision with a line."""
     out = []
     for r in remaining:
         if r.start_line is None:
             continue
+        if r.residue:
+            level, title = "failure", "translation residue"
+        elif r.marker:
+            level, title = "failure", f"{r.item_id or 'conflict'}: conflict markers remain"
+        else:
+            level, title = "warning", f"{r.item_id}: open decision"
         out.append({
             "path": r.path,
             "start_line": r.start_line,
             "end_line": r.end_line if r.end_line is not None else r.start_line,
-            "annotation_level": "failure" if r.marker else "warning",
-            "title": (f"{r.item_id or 'conflict'}: conflict markers remain" if r.marker
-                      else f"{r.item_id}: open decision"),
+            "annotation_level": level, "title": title,
             "message": (r.message or "Resolve this conflict region.")[:60_000],
         })
     return out
@@ -315,12 +322,20 @@ def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
 
     markers: dict[str, int] = {}
     for r in remaining:
-        if r.marker:
+        if r.marker and not r.residue:
             markers[r.path] = markers.get(r.path, 0) + 1
     items = {i["id"]: i for f in plan_json.get("files", []) for i in f.get("review_items", [])}
     decisions = [items[r.item_id] for r in remaining
                  if not r.marker and r.item_id is not None and r.item_id in items]
     title, summary = render_check_output(plan_json, markers, decisions)
+    residue = [r for r in remaining if r.residue]
+    if residue:
+        if not markers and not decisions:
+            title = f"Translation residue on {len(residue)} line(s)"
+            summary = (f"Sync of {plan_json['upstream']['repo']} "
+                       f"{plan_json.get('window_label', '')} is not finished.")
+        summary += "\n\n**Translation residue** (upstream names in lines people changed)\n\n"
+        summary += "\n".join(f"- `{r.path}` L{r.start_line}: {r.message}" for r in residue)
     if behind:
         summary = (f"**Behind upstream by {behind} PR{'s' if behind != 1 else ''}** merged "
                    "after this window; `/sync extend` brings them in.\n\n" + summary)

@@ -215,3 +215,38 @@ async def test_rescan_of_the_bots_own_commit_writes_nothing(published: Published
 async def test_rescan_of_a_pr_that_is_not_the_sync_pr_does_nothing(
         published: Published) -> None:
     assert await rescan(published.ctx, FORK, 1, published.pr + 1, published.commit) is None
+
+
+def test_residue_counts_only_in_lines_people_changed() -> None:
+    from bot.config import load_config
+    from bot.followup import residue_remaining
+    from bot.translate import Translator
+    from tests.factory import DEFAULT_CONFIG
+
+    translator = Translator(load_config(DEFAULT_CONFIG, ".github/forksync.yml").translate)
+    plan = {"files": [{"path": "vime/x.py", "upstream_path": "slime/x.py", "review_items": []}]}
+    before = "import vllm  # fine\nold = 1\nlegacy = 'sglang'  # the fork's own\n"
+    after = before.replace("old = 1", "engine = sglang.Engine()")
+    (residue,) = residue_remaining(translator, plan, {"vime/x.py": before},
+                                   {"vime/x.py": after})
+    assert (residue.path, residue.start_line, residue.residue, residue.marker) == (
+        "vime/x.py", 2, True, False)
+    assert "vllm.Engine()" in residue.message
+    assert residue_remaining(translator, plan, {"vime/x.py": before},
+                             {"vime/x.py": before}) == []
+
+
+async def test_a_resolution_with_upstream_names_keeps_the_check_failing(
+        published: Published, tmp_path: Path) -> None:
+    p = published
+    path = "vime/backends/vllm_utils/vllm_engine.py"
+    item = item_by_path(p.ctx, path)
+    pasted = "        return sglang.generate(prompts)  # pasted from upstream\n"
+    resolved = apply_suggestion(p.text_at_commit(path), item | {"suggestion": pasted})
+    head = p.person_pushes(tmp_path / "work", {path: resolved})
+    result = await rescan(p.ctx, FORK, 1, p.pr, head)
+    assert result is not None and item["id"] in result.resolved
+    (residue,) = [r for r in result.remaining if r.residue]
+    assert residue.path == path
+    (run,) = [r for r in p.hub.runs.values() if r["head_sha"] == head]
+    assert run["conclusion"] == "failure" and "Translation residue" in run["output"]["summary"]
