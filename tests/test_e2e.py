@@ -522,3 +522,26 @@ async def test_the_next_window_starts_where_the_merged_sync_ended(world: World,
     assert "No conflicts" in second.body
     assert world.check(second.head_sha).conclusion == "success"
     world.assert_clean()
+
+
+# -- the same publisher from a scheduled workflow: ``forksync sync --publish`` ----------
+
+
+async def test_sync_publish_from_the_cli_in_token_mode(world: World) -> None:
+    sim = world.sim
+    sim.bot_url = None  # the App is not listening: only the workflow acts
+    await sim.commit(UPSTREAM, "main", UPSTREAM_CHANGE, "Tune the tables (#7)", user="alice")
+    env = {k: v for k, v in world.bot.env.items()
+           if k not in ("FORKSYNC_APP_ID", "FORKSYNC_PRIVATE_KEY", "FORKSYNC_DATA_DIR")}
+    env.update(GITHUB_REPOSITORY=FORK, FORKSYNC_TOKEN=sim.issue_token(FORK))
+    proc = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "bot.cli", "sync", "--publish", "--fork", ".",
+                         "--upstream", f"{sim.base_url}/{UPSTREAM}.git",
+                         "--workdir", str(world.tmp / "action")],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("opened: vime-org/vime#1 forksync/sync-")
+    pr = world.sync_pr()
+    assert pr.draft and len(sim.reviews(FORK, pr.number)) == 1
+    assert world.check(pr.head_sha).conclusion == "failure"
+    world.assert_clean()
