@@ -20,6 +20,7 @@ from typing import Any
 
 from . import remote
 from .context import JobContext
+from .errors import ForksyncError
 from .git import Git
 from .markers import MarkerRegion, find_marker_regions
 from .publish import (
@@ -29,6 +30,7 @@ from .publish import (
     load_plan,
     read_blobs,
     render_pr_body,
+    report_error,
     save_fork_state,
     update_body,
     upsert_check_run,
@@ -172,7 +174,6 @@ def residue_remaining(translator: Any, plan_json: dict[str, Any],
 def load_translator(git_dir: str, rev: str) -> Any | None:
     """The translation of the config the sync ran with (None if it cannot be read)."""
     from .config import load_config
-    from .errors import ForksyncError
     from .publish import CONFIG_PATH, read_config_text
     from .translate import Translator
 
@@ -212,7 +213,11 @@ async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | No
             log.info("%s#%d: %s is gone from the branch; skipping", fork, pr_number,
                      head_sha[:12])
             return None
-    plan_json = load_plan(sync)
+    try:
+        plan_json = load_plan(sync)
+    except ForksyncError as exc:  # the data directory lost it: say so on the head
+        await report_error(gh, fork, head_sha, "forksync cannot check this push", str(exc))
+        return None
     paths = [f["path"] for f in plan_json.get("files", [])]
     commit_files = await asyncio.to_thread(read_blobs, fork_git, sync["commit"], paths)
     head_files = await asyncio.to_thread(read_blobs, fork_git, head_sha, paths)

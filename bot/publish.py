@@ -494,7 +494,7 @@ class _SyncRun:
         try:
             config = _load_config(config_text)
         except ForksyncError as exc:
-            await _report_error(gh, fork, fork_main, "The forksync config has an error",
+            await report_error(gh, fork, fork_main, "The forksync config has an error",
                                 str(exc))
             return self.result("refused")
         upstream, branch = config.upstream_repo, config.upstream_branch
@@ -560,7 +560,7 @@ class _SyncRun:
             # The engine works on local repositories only, so its errors do not go away by
             # retrying: people must act (fix the config, name the cutoff). Say so on the
             # fork's head, where they look.
-            await _report_error(self.gh, self.fork, repos.fork_main, "forksync cannot sync",
+            await report_error(self.gh, self.fork, repos.fork_main, "forksync cannot sync",
                                 str(exc))
             await self.save()
             return self.result("refused")
@@ -614,7 +614,7 @@ class _SyncRun:
             await self.gh.post(f"/repos/{fork}/issues/{pulls[0]['number']}/comments",
                                data={"body": text})
         else:
-            await _report_error(self.gh, fork, repos.fork_main, "forksync could not push", text)
+            await report_error(self.gh, fork, repos.fork_main, "forksync could not push", text)
         sync["refused_head"] = head
         log.warning("%s: refused to push over %s at %s", fork, sync["branch"], head[:12])
 
@@ -767,7 +767,7 @@ def _public_url(url: str) -> str:
     return re.sub(r"^(\w+://)[^/@]*@", r"\1", url)
 
 
-async def _report_error(gh: GitHubClient, fork: str, sha: str, title: str, text: str) -> None:
+async def report_error(gh: GitHubClient, fork: str, sha: str, title: str, text: str) -> None:
     """A failure people must fix, with no PR to say it in: a failing check on the fork's head."""
     run = await find_check_run(gh, fork, sha)
     output = (run or {}).get("output") or {}
@@ -995,6 +995,7 @@ __all__ = [
     "initial_remaining", "is_sync_branch", "item_message", "load_fork_state", "load_plan",
     "local_diff", "manual_instructions", "offending_comments", "plan_path", "pr_title",
     "publish_from_cli", "publish_sync", "read_blobs", "remember_pushed", "render_pr_body",
+    "report_error",
     "review_body", "review_comment", "review_marker", "save_fork_state", "save_plan",
     "split_anchored", "sync_branch_name", "unanchored_lines", "update_body",
     "upsert_check_run",

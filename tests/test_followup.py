@@ -250,3 +250,11 @@ async def test_a_resolution_with_upstream_names_keeps_the_check_failing(
     assert residue.path == path
     (run,) = [r for r in p.hub.runs.values() if r["head_sha"] == head]
     assert run["conclusion"] == "failure" and "Translation residue" in run["output"]["summary"]
+
+
+async def test_a_lost_plan_is_reported_on_the_head_not_raised(published: Published) -> None:
+    sync = load_fork_state(published.ctx.store, FORK)["sync"]
+    Path(sync["plan_file"]).unlink()
+    assert await rescan(published.ctx, FORK, 1, published.pr, published.commit) is None
+    (run,) = [r for r in published.hub.runs.values() if r["head_sha"] == published.commit]
+    assert run["conclusion"] == "failure" and "/sync refresh" in run["output"]["summary"]
