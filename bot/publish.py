@@ -97,13 +97,19 @@ def save_fork_state(store: Store, fork: str, state: dict[str, Any]) -> None:
     store.put_state(fork_state_key(fork), state)
 
 
-def forks_following(store: Store, upstream: str, branch: str | None = None
-                    ) -> list[dict[str, Any]]:
-    """States of every registered fork whose config names ``upstream`` (and ``branch``)."""
+def forks_following(store: Store, upstream: str, branch: str | None = None, *,
+                    mirror: bool = False) -> list[dict[str, Any]]:
+    """States of every registered fork whose config names ``upstream`` (and ``branch``).
+
+    With ``mirror``, ``upstream`` is a mirror: any owner, the same repository name.
+    """
     found = []
     for key in store.state_keys(STATE_PREFIX):
         state = store.get_state(key) or {}
-        if str(state.get("upstream", "")).lower() != upstream.lower():
+        followed = str(state.get("upstream", "")).lower()
+        if mirror:
+            followed, upstream = followed.rpartition("/")[2], upstream.rpartition("/")[2]
+        if not followed or followed != upstream.lower():
             continue
         if branch is not None and state.get("upstream_branch", "main") != branch:
             continue

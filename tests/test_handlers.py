@@ -38,6 +38,17 @@ async def test_upstream_push_queues_a_sync_for_each_following_fork(fake_ctx: Fak
     assert fake_ctx.gh.requests == []  # handlers only queue: no API call
 
 
+async def test_a_push_to_a_mirror_of_the_upstream_queues_the_sync(fake_ctx: FakeContext) -> None:
+    register(fake_ctx)
+    register(fake_ctx, "other/fork", upstream="someone/else")
+    mirror = sample_event("push.upstream_main", **{"repository.full_name": "vime-org/slime"})
+    await handlers.router.dispatch(mirror, fake_ctx)
+    assert kinds(fake_ctx) == [(SYNC, FORK)]
+    unrelated = sample_event("push.upstream_main", **{"repository.full_name": "vime-org/docs"})
+    await handlers.router.dispatch(unrelated, fake_ctx)
+    assert len(fake_ctx.enqueued) == 1
+
+
 async def test_push_to_another_branch_or_a_deleted_branch_queues_nothing(
         fake_ctx: FakeContext) -> None:
     register(fake_ctx)
