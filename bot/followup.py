@@ -22,7 +22,7 @@ from . import remote
 from .context import JobContext
 from .errors import ForksyncError
 from .git import Git
-from .markers import MarkerRegion, find_marker_regions
+from .markers import MarkerRegion, find_marker_regions, split_lines
 from .publish import (
     Remaining,
     item_message,
@@ -57,8 +57,7 @@ class ScanResult:
 
 def resolution_text(old: str, new: str, start_line: int, end_line: int) -> str | None:
     """What now stands where lines ``start_line..end_line`` of ``old`` stood, or None if unsure."""
-    old_lines = old.splitlines(keepends=True)
-    new_lines = new.splitlines(keepends=True)
+    old_lines, new_lines = split_lines(old), split_lines(new)
     s, e = start_line - 1, end_line  # half-open, 0-based
     matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
     new_start = new_end = None
@@ -139,10 +138,10 @@ def scan(plan_json: dict[str, Any], commit_files: dict[str, str | None],
 
 def changed_lines(before: str | None, after: str) -> set[int]:
     """1-based numbers of the lines of ``after`` that are new or changed since ``before``."""
-    new_lines = after.splitlines()
+    new_lines = split_lines(after)
     if before is None:
         return set(range(1, len(new_lines) + 1))
-    matcher = difflib.SequenceMatcher(None, before.splitlines(), new_lines, autojunk=False)
+    matcher = difflib.SequenceMatcher(None, split_lines(before), new_lines, autojunk=False)
     return {j + 1 for tag, _i1, _i2, j1, j2 in matcher.get_opcodes() if tag != "equal"
             for j in range(j1, j2)}
 

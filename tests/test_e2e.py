@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.markers import find_marker_regions
+from bot.markers import find_marker_regions, split_lines
 from bot.report import BEGIN, END
 from tests.factory import PLAIN_CONFIG, Scenario
 from tests.sim import Simulator, github_sim, signature  # noqa: F401 - github_sim is a fixture
@@ -55,7 +55,7 @@ def table(name: str, n: int = 40) -> str:
 
 
 def edit(text: str, changes: dict[int, str]) -> str:
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     for number, line in changes.items():
         lines[number - 1] = line + "\n"
     return "".join(lines)
@@ -243,14 +243,14 @@ def suggestion_of(comment_body: str) -> str:
 
 def commit_suggestion(text: str, comment: Any) -> str:
     """What GitHub's "Commit suggestion" button writes: the commented lines replaced."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     start = comment.start_line or comment.line
     return "".join(lines[:start - 1]) + suggestion_of(comment.body) + "".join(lines[comment.line:])
 
 
 def resolve_by_hand(text: str) -> str:
     """A person's own resolution: both sides' values kept as one line per region."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     for region in reversed(find_marker_regions(text)):
         merged = region.ours.strip().split(" = ")[0] + " = 0  # agreed\n"
         lines[region.start_line - 1:region.end_line] = [merged]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.followup import classify_resolution, rescan, resolution_text, scan
-from bot.markers import find_marker_regions
+from bot.markers import find_marker_regions, split_lines
 from bot.publish import load_fork_state, load_plan, publish_sync
 from tests.conftest import FakeContext
 from tests.factory import Scenario, make_demo
@@ -57,7 +57,7 @@ Q2 = conflict("Q2", 10, 16, "y1\ny2\n")
 
 def apply_suggestion(text: str, item: dict[str, Any]) -> str:
     """What GitHub's "Commit suggestion" does: the commented lines become the suggestion."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     start, end = item["start_line"], item["end_line"]
     return "".join(lines[:start - 1]) + item["suggestion"] + "".join(lines[end:])
 
