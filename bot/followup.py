@@ -31,6 +31,7 @@ from .publish import (
     read_blobs,
     render_pr_body,
     report_error,
+    retitle,
     save_fork_state,
     update_body,
     upsert_check_run,
@@ -233,8 +234,11 @@ async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | No
     await asyncio.to_thread(save_fork_state, store, fork, state)
 
     pull = await gh.getitem(f"/repos/{fork}/pulls/{pr_number}")
+    conflicted = {f["path"] for f in plan_json.get("files", []) if f.get("status") == "conflict"}
+    open_files = len({r.path for r in result.remaining if r.path in conflicted and not r.residue})
     await update_body(gh, fork, pr_number, pull.get("body") or "",
-                      render_pr_body(plan_json, sync))
+                      render_pr_body(plan_json, sync),
+                      title=retitle(plan_json, pull.get("title") or "", open_files))
     check_id = await upsert_check_run(gh, fork, head_sha, plan_json, result.remaining,
                                       behind=int(sync.get("behind", 0)), max_batches=1)
     sync.setdefault("check_runs", {})[head_sha] = check_id

@@ -804,12 +804,32 @@ def render_pr_body(plan_json: dict[str, Any], sync: dict[str, Any]) -> str:
     return body
 
 
-def pr_title(plan_json: dict[str, Any]) -> str:
+def _title_stem(plan_json: dict[str, Any]) -> str:
     upstream = plan_json.get("upstream", {}).get("repo", "upstream")
-    label = plan_json.get("window_label") or ""
-    conflicts = plan_json.get("summary", {}).get("status", {}).get("conflict", 0)
-    status = f" [{conflicts} conflict files need review]" if conflicts else ""
-    return f"sync({upstream} {label}): 3-way merge{status}"[:256]
+    return f"sync({upstream} {plan_json.get('window_label') or ''}): 3-way merge"
+
+
+def pr_title(plan_json: dict[str, Any], open_files: int | None = None) -> str:
+    """The PR title, as in the hand-made sync PRs: how many conflict files still need review.
+
+    ``open_files`` is counted by the rescan; None means "as at commit 1".
+    """
+    if open_files is None:
+        open_files = plan_json.get("summary", {}).get("status", {}).get("conflict", 0)
+        status = f" [{open_files} conflict files need review]" if open_files else ""
+    elif open_files:
+        status = f" [{open_files} conflict files need review]"
+    else:
+        status = " [conflicts resolved]"
+    return f"{_title_stem(plan_json)}{status}"[:256]
+
+
+def retitle(plan_json: dict[str, Any], old_title: str, open_files: int) -> str | None:
+    """The new title, or None to leave it: people's own titles are never rewritten."""
+    if not old_title.startswith(_title_stem(plan_json)):
+        return None
+    title = pr_title(plan_json, open_files)
+    return title if title != old_title else None
 
 
 async def _find_or_create_pr(gh: GitHubClient, fork: str, base: str, sync: dict[str, Any],
@@ -905,14 +925,22 @@ def _review_payload(commit: str, comments: list[dict[str, Any]], unanchored: int
 
 
 async def update_body(gh: GitHubClient, fork: str, number: int, old_body: str,
-                      section: str) -> bool:
-    """Rewrite only the bot's section of the PR body; no request when nothing changed."""
+                      section: str, *, title: str | None = None) -> bool:
+    """Rewrite only the bot's section of the PR body (and the title, if given) in one request.
+
+    No request at all when nothing changed.
+    """
     from .report import merge_body
 
     new_body = merge_body(old_body, section)
-    if new_body == old_body:
+    data: dict[str, Any] = {}
+    if new_body != old_body:
+        data["body"] = new_body[:MAX_BODY]
+    if title is not None:
+        data["title"] = title
+    if not data:
         return False
-    await gh.patch(f"/repos/{fork}/pulls/{number}", data={"body": new_body[:MAX_BODY]})
+    await gh.patch(f"/repos/{fork}/pulls/{number}", data=data)
     return True
 
 
@@ -1001,7 +1029,7 @@ __all__ = [
     "initial_remaining", "is_sync_branch", "item_message", "load_fork_state", "load_plan",
     "local_diff", "manual_instructions", "offending_comments", "plan_path", "pr_title",
     "publish_from_cli", "publish_sync", "read_blobs", "remember_pushed", "render_pr_body",
-    "report_error",
+    "report_error", "retitle",
     "review_body", "review_comment", "review_marker", "save_fork_state", "save_plan",
     "split_anchored", "sync_branch_name", "unanchored_lines", "update_body",
     "upsert_check_run",

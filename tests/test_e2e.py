@@ -325,6 +325,7 @@ async def test_a_committed_suggestion_and_pushed_resolutions_tick_the_checklist_
     await world.idle()
     pr = world.sync_pr()
     assert f"- [x] `{A}`" in pr.body and f"- [x] `{B}`" in pr.body
+    assert pr.title.endswith("3-way merge [conflicts resolved]")
     run = world.check(head)
     assert run.conclusion == "success" and run.annotations == []
     # The first check stays where it was: on commit 1, failing.
