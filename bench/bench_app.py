@@ -6,7 +6,9 @@ every non-GET REST call (git traffic and token minting are not API writes). Targ
 
 * per sync PR: at most 5 + ⌈review items / 50⌉ (one PR, one review, the check run
   with its annotation batches, at most one body update);
-* per push rescan: at most 2 (the checklist in the body, the check run on the head).
+* per push rescan: at most 2 (the checklist in the body, the check run on the head);
+* and, for information, per upstream merge while the sync PR is open (its "behind"
+  status in the body and the check).
 
 Scenarios: the small e2e pair (3 conflict hunks), and a synthetic window from
 ``tests.factory.make_large`` with more than 50 review items, so annotation batching
@@ -87,10 +89,20 @@ async def run_scenario(name: str, root: Path, upstream_src: Path, fork_src: Path
                                     "Resolve one conflict", user="vera")
             await world.idle(timeout=600)
             rescan_writes.append(len(sim.writes(FORK)) - before)
+        # Another upstream merge while the PR is open: its status says "behind".
+        before = len(sim.writes(FORK))
+        await sim.commit(UPSTREAM, "later", {"slime/later_change.py": "later = 1\n"},
+                         "Later change", user="bob")
+        later = await sim.open_pr(UPSTREAM, "later", title="Later change", user="bob")
+        await sim.merge_pr(UPSTREAM, later.number, method="squash", user="zhuzilin")
+        await world.idle(timeout=600)
+        behind_writes = len(sim.writes(FORK)) - before
+        assert len(world.sync_prs()) == 1
         problems = sim.violations + sim.unimplemented + sim.internal_errors
         return {"scenario": name, "items": items, "comments": comments,
                 "annotations": annotations, "sync_writes": sync_writes,
                 "budget": 5 + math.ceil(items / 50), "rescan_writes": rescan_writes,
+                "behind_writes": behind_writes,
                 "seconds": seconds, "problems": problems,
                 "writes_by_operation": _by_operation(sim)}
     finally:
@@ -141,6 +153,8 @@ async def main() -> int:
               f"  [{r['seconds']:.1f}s]")
         print(f"  write requests per push rescan: {', '.join(map(str, r['rescan_writes']))}"
               f"  (target ≤ 2)  {'ok' if rescan_ok else 'OVER'}")
+        print(f"  write requests when upstream moves on while the PR is open: "
+              f"{r['behind_writes']}  (no second PR)")
         print("  by operation: " + ", ".join(f"{k} ×{v}"
                                              for k, v in r["writes_by_operation"].items()))
         if r["problems"]:
