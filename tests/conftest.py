@@ -135,6 +135,14 @@ class FakeGH:
                       accept: str | None = None, **_: Any) -> Any:
         return self._call("GET", url, url_vars, accept=accept)
 
+    async def getstatus(self, url: str, url_vars: dict[str, Any] | None = None, *,
+                        accept: str | None = None, **_: Any) -> int:
+        try:
+            self._call("GET", url, url_vars, accept=accept)
+        except BadRequest as exc:
+            return int(exc.status_code)
+        return 200
+
     async def getiter(self, url: str, url_vars: dict[str, Any] | None = None, *,
                       accept: str | None = None, iterable_key: str | None = "items",
                       **_: Any) -> AsyncIterator[Any]:

@@ -609,3 +609,18 @@ async def test_a_report_too_long_for_the_body_is_committed_and_linked(
     assert sync["report_url"].startswith(f"https://github.com/{FORK}/blob/{result.commit}/")
     report = git("--git-dir", world.fork_remote, "show", f"{result.branch}:{path}")
     assert report.startswith(BEGIN) and "Window: 11 upstream changes" in report
+
+
+def test_publish_from_the_cli_needs_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.errors import ForksyncError
+    from bot.publish import publish_from_cli
+
+    monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
+    with pytest.raises(ForksyncError, match="GITHUB_REPOSITORY"):
+        publish_from_cli(None)
+
+
+async def test_fake_gh_answers_status_like_github(fake_gh: FakeGH) -> None:
+    fake_gh.on("GET", "/repos/a/b/collaborators/c", {})
+    assert await fake_gh.getstatus("/repos/a/b/collaborators/c") == 200
+    assert await fake_gh.getstatus("/repos/a/b/collaborators/d") == 404
