@@ -21,12 +21,17 @@ plus at most one body PATCH (and one review retry after a 422): ≤ 5 + ⌈items
 Per-fork state (``Store`` key ``fork:<owner>/<repo>``), shared with the follow-up
 and the slash commands::
 
-    installation_id, upstream, upstream_branch, fork_branch, last_seen_upstream,
+    installation_id, upstream, upstream_branch, fork_branch,
+    last_seen_upstream            the upstream head at the last sync or poll
+    last_synced_tip               the tip of the last sync PR that was merged
     pushed: [sha, ...]            every head the bot wrote to a sync branch
     sync: {branch, commit, cutoff, tip, ours, plan_file, report_url, pr,
            review_commit, unanchored: [id], behind, head, check_runs: {sha: id},
-           resolved: [id], remaining: [...], resolutions: {id: how},
-           answers: {id: choice}}   answers are written by the slash commands
+           resolved: [id], remaining: [Remaining], resolutions: {id: how},
+           refused_head, answers: {id: choice}}   answers: written by the slash commands
+
+The plan itself (``Plan.to_json()``) is a file under ``<data_dir>/plans/``, named by
+commit 1, because the body and the check are re-rendered from it on every push.
 """
 
 from __future__ import annotations
