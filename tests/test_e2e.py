@@ -418,30 +418,37 @@ async def test_redelivered_webhooks_create_nothing_twice(world: World) -> None:
 # -- (e) kill -9 in the middle of a sync, restart: it completes, once -----------------------
 
 
+@pytest.mark.parametrize("step", [
+    r"/vime-org/vime\.git/git-receive-pack$",  # pushing commit 1
+    rf"^/repos/{FORK}/pulls$",                  # opening the PR
+    r"/pulls/\d+/reviews$",                     # posting the review
+    rf"^/repos/{FORK}/check-runs$",             # creating the check
+], ids=["push", "pull", "review", "check"])
 async def test_kill_9_in_the_middle_of_a_sync_then_restart_completes_it_once(
-        world: World) -> None:
+        world: World, step: str) -> None:
     sim = world.sim
-    # Hold the review request long enough to kill the process while it waits for it.
-    sim.inject_fault(r"/pulls/\d+/reviews$", "timeout", method="POST", delay=30)
+    # Hold this step's request long enough to kill the process while it waits for it.
+    sim.inject_fault(step, "timeout", method="POST", delay=30)
     await world.merge_upstream()
     deadline = time.monotonic() + 60
-    while not any(r.method == "POST" and r.path.endswith("/reviews") for r in sim.requests):
+    while not any(r.method == "POST" and re.search(step, r.path) for r in sim.requests):
         assert time.monotonic() < deadline, world.bot.log_tail()
         await asyncio.sleep(0.05)
     world.bot.kill9()
     sim.faults.clear()
-    assert len(world.sync_prs()) == 1  # the PR was opened before the kill
-    assert sim.reviews(FORK, world.sync_pr().number) == []
 
     await world.bot.start()  # same data directory: the queue survived
     await world.idle()
     pr = world.sync_pr()
+    assert sim.ref(FORK, pr.head_ref) == pr.head_sha
     assert len(sim.reviews(FORK, pr.number)) == 1
     assert len(sim.review_comments(FORK, pr.number)) == 3
     assert world.check(pr.head_sha).conclusion == "failure"
     assert len(sim.check_runs(FORK)) == 1
-    pulls_posted = [w for w in sim.writes() if w.method == "POST" and w.path.endswith("/pulls")]
-    assert len(pulls_posted) == 1
+    created = [w for w in sim.writes(FORK) if w.method == "POST" and 200 <= w.status < 300]
+    assert sorted(w.operation for w in created) == [
+        "/repos/{owner}/{repo}/check-runs", "/repos/{owner}/{repo}/pulls",
+        "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"]
     world.assert_clean()
 
 
