@@ -25,9 +25,7 @@ The main entry points:
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
-import importlib
 import os
 import random
 import re
@@ -37,6 +35,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from bot.config import EXAMPLE_CONFIG, load_config
+from bot.translate import Translator
 
 # --------------------------------------------------------------------------- file specs
 
@@ -72,31 +73,8 @@ MAX_TRANSLATED_BYTES = 10 * 1024 * 1024
 # 2024-06-01T00:00:00Z; every commit is one hour after the previous one.
 BASE_DATE = 1717200000
 
-DEFAULT_CONFIG = """\
-# forksync configuration for the vime fork of THUDM/slime.
-upstream: {repo: THUDM/slime, branch: main}
-translate:
-  paths:                       # longest prefix first
-    - {from: "slime/backends/sglang_utils/", to: "vime/backends/vllm_utils/"}
-  keep:                        # spans copied unchanged
-    - 'sglang\\.srt(\\.\\w+)+'
-    - 'https?://github\\.com/THUDM/slime\\S*'
-  replace:
-    - {from: '--sglang-mem-fraction-static', to: '--vllm-gpu-memory-utilization'}
-    - {from: 'SGLang(?=[A-Z_])', to: VLLM, regex: true}
-    - {from: SGLang, to: vLLM}
-    - {from: sglang, to: vLLM, files: ['*.md']}
-    - {from: sglang, to: vllm}
-    - {from: '(?<![A-Za-z])slime(?![A-Za-z])', to: vime, regex: true}
-  exclude: ['*.png', '*.svg', 'README*.md']
-policies:                      # first matching glob wins
-  - {paths: ['.github/workflows/**'], action: skip}
-  - {paths: ['docker/Dockerfile'],    action: ours}
-  - {paths: ['docker/version.txt'],   action: theirs}
-  - {paths: ['vime/rollout/vllm_rollout.py'], action: manual}
-flags:
-  - {pattern: '--sglang-(enable-metrics|ep-size|speculative-)', say: 'no vLLM equivalent'}
-"""
+# The DESIGN.md example config, as the project's own loader ships it (one source of truth).
+DEFAULT_CONFIG = "# forksync configuration for the vime fork of THUDM/slime.\n" + EXAMPLE_CONFIG
 
 # The same translation with no policies and no flags: for tests that compare the merged
 # tree with plain git, where a policy would (rightly) make the two differ.
@@ -366,81 +344,9 @@ class TranslatorLike(Protocol):
     def blob(self, data: bytes, upstream_path: str) -> bytes: ...
 
 
-class FallbackTranslator:
-    """The DESIGN.md translation, reimplemented small, for when ``bot.translate`` is absent.
-
-    Used only if the project's Translator cannot be imported; tests always prefer the real one.
-    """
-
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        t = config.get("translate") or {}
-        self._prefixes: list[tuple[str, str]] = sorted(
-            ((str(p["from"]), str(p["to"])) for p in t.get("paths") or []),
-            key=lambda p: -len(p[0]))
-        self._keep = [re.compile(k) for k in t.get("keep") or []]
-        self._rules: list[tuple[re.Pattern[str], str, list[str] | None]] = []
-        for r in t.get("replace") or []:
-            pat = r["from"] if r.get("regex") else re.escape(r["from"])
-            if r.get("word"):
-                pat = rf"(?<!\w){pat}(?!\w)"
-            self._rules.append((re.compile(pat), r["to"], r.get("files")))
-        self._exclude = list(t.get("exclude") or [])
-        self._scanners: dict[tuple[bool, ...], tuple[re.Pattern[str], list[str | None]]] = {}
-
-    def _scanner(self, upstream_path: str) -> tuple[re.Pattern[str], list[str | None]]:
-        active = tuple(files is None or any(fnmatch.fnmatchcase(upstream_path, g) for g in files)
-                       for _, _, files in self._rules)
-        if active not in self._scanners:
-            parts = [f"(?:{k.pattern})" for k in self._keep]
-            outs: list[str | None] = [None] * len(parts)
-            for (pat, to, _), on in zip(self._rules, active, strict=True):
-                if on:
-                    parts.append(f"(?:{pat.pattern})")
-                    outs.append(to)
-            # One group per entry: the alternation tries entries in order at each position.
-            combined = "|".join(f"(?P<e{i}>{p})" for i, p in enumerate(parts)) or "(?!)"
-            self._scanners[active] = (re.compile(combined), outs)
-        return self._scanners[active]
-
-    def text(self, text: str, upstream_path: str) -> str:
-        scanner, outs = self._scanner(upstream_path)
-
-        def sub(m: re.Match[str]) -> str:
-            # The outermost group closes last, so lastgroup names the entry that matched.
-            out = outs[int((m.lastgroup or "e0")[1:])]
-            return m.group(0) if out is None else out
-
-        return scanner.sub(sub, text)
-
-    def path(self, upstream_path: str) -> str:
-        for old, new in self._prefixes:
-            if upstream_path.startswith(old):
-                return new + self.text(upstream_path[len(old):], upstream_path)
-        return self.text(upstream_path, upstream_path)
-
-    def blob(self, data: bytes, upstream_path: str) -> bytes:
-        if any(fnmatch.fnmatchcase(upstream_path, g) for g in self._exclude):
-            return data
-        if b"\0" in data[:8000]:
-            return data
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return data
-        return self.text(text, upstream_path).encode("utf-8")
-
-
 def make_translator(config_text: str = DEFAULT_CONFIG) -> TranslatorLike:
-    """The project's Translator for ``config_text``, or the fallback while it does not exist."""
-    try:
-        config_mod = importlib.import_module("bot.config")
-        translate_mod = importlib.import_module("bot.translate")
-    except ImportError:
-        import yaml
-
-        return FallbackTranslator(yaml.safe_load(config_text))
-    config = config_mod.load_config(config_text, CONFIG_PATH)
-    return translate_mod.Translator(config.translate)  # type: ignore[no-any-return]
+    """The project's Translator for ``config_text``."""
+    return Translator(load_config(config_text, CONFIG_PATH).translate)
 
 
 def translate_blob(translator: TranslatorLike, data: bytes, upstream_path: str) -> bytes:
@@ -1112,7 +1018,7 @@ def stable_digest(*parts: object) -> str:
 
 __all__ = [
     "CONFIG_PATH", "DEFAULT_CONFIG", "PLAIN_CONFIG", "PNG_1X1", "SKELETON", "UPSTREAM_REPO",
-    "Exec", "FallbackTranslator", "FastImport", "FileSpec", "Gitlink", "LargeRepos",
+    "Exec", "FastImport", "FileSpec", "Gitlink", "LargeRepos",
     "OracleMerge", "Person", "Scenario", "Symlink", "add_alternates", "commit_tree", "git",
     "git_merge_oracle", "git_text", "init_repo", "ls_tree", "make_demo", "make_large",
     "make_translator", "object_count", "read_blobs", "refs_snapshot", "translate_blob",
