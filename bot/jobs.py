@@ -55,7 +55,7 @@ async def enqueue_rescan(ctx: JobContext, fork: str, installation_id: int | None
 
 async def sync_job(ctx: JobContext, payload: dict[str, Any]) -> None:
     result = await publish_sync(ctx, payload["fork"], _installation(payload),
-                                tip=payload.get("tip"))
+                                tip=payload.get("tip"), cutoff=payload.get("cutoff"))
     log.info("sync %s: %s (PR #%s, %d write requests)", result.fork, result.action,
              result.pr_number, result.writes)
 

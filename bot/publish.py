@@ -421,10 +421,11 @@ class _Repos:
 
 
 async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: int | None, *,
-                       tip: str | None = None) -> PublishResult:
+                       tip: str | None = None, cutoff: str | None = None) -> PublishResult:
     """Job ``"sync"``: open the fork's sync PR, or bring the open one's status up to date.
 
     ``tip`` is a SHA or ``#N`` (upstream PR N); by default the upstream branch head.
+    ``cutoff`` overrides the window's start (a first sync, before any trailer exists).
     """
     run = _SyncRun(ctx, fork_full_name, await ctx.gh_for(installation_id),
                    await ctx.git_token_for(installation_id))
@@ -436,7 +437,7 @@ async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: in
     followed = await run.follow_open_pr(tip_sha)
     if followed is not None:
         return followed
-    prepared = await run.prepare(config, tip_sha)
+    prepared = await run.prepare(config, tip_sha, cutoff)
     if isinstance(prepared, PublishResult):
         return prepared
     plan_json, action = prepared
@@ -550,7 +551,7 @@ class _SyncRun:
         self.state.pop("sync", None)  # closed or merged: the next window starts afresh
         return None
 
-    async def prepare(self, config: Any, tip_sha: str
+    async def prepare(self, config: Any, tip_sha: str, cutoff: str | None = None
                       ) -> tuple[dict[str, Any], str] | PublishResult:
         """Commit 1 and its plan: the ones a killed run made, or new ones from the engine."""
         repos, sync = self.repos, self.state.get("sync") or {}
@@ -559,8 +560,15 @@ class _SyncRun:
                 and Path(sync["plan_file"]).exists()
                 and Git(repos.fork_git).rev_parse(sync["commit"]) is not None):
             return load_plan(sync), "resumed"
-        cutoff = await asyncio.to_thread(find_sync_cutoff, repos, self.state["upstream"],
-                                         self.state.get("last_synced_tip"))
+        if cutoff is not None:
+            from .window import resolve_rev
+
+            cutoff = await asyncio.to_thread(
+                resolve_rev, Git(repos.upstream_git), cutoff,
+                f"refs/heads/{self.state['upstream_branch']}", "the cutoff")
+        else:
+            cutoff = await asyncio.to_thread(find_sync_cutoff, repos, self.state["upstream"],
+                                             self.state.get("last_synced_tip"))
         if cutoff is not None and await asyncio.to_thread(_up_to_date, repos, cutoff, tip_sha):
             await self.save()
             return self.result("up-to-date")
@@ -571,8 +579,10 @@ class _SyncRun:
             # The engine works on local repositories only, so its errors do not go away by
             # retrying: people must act (fix the config, name the cutoff). Say so on the
             # fork's head, where they look.
+            advice = "" if cutoff is not None else FIRST_SYNC_ADVICE.format(
+                upstream=self.state["upstream"], branch=repos.fork_branch)
             await report_error(self.gh, self.fork, repos.fork_main, "forksync cannot sync",
-                                str(exc))
+                               str(exc) + advice)
             await self.save()
             return self.result("refused")
         self.state["sync"] = {
@@ -679,6 +689,20 @@ class _SyncRun:
         sync.setdefault("check_runs", {})[head] = check_id
         await self.save()
         return "behind"
+
+
+FIRST_SYNC_ADVICE = """
+
+The window starts at the upstream commit named in the newest `Upstream-Sync:` trailer on
+`{branch}`. For the first sync, record the upstream commit the fork was last synced with:
+
+```
+git commit --allow-empty -m "Mark the last upstream sync" -m "Upstream-Sync: {upstream}@<sha>"
+git push origin {branch}
+```
+
+or run the sync once from a workflow with `forksync sync --publish --from <sha>`.
+"""
 
 
 def _published(sync: dict[str, Any]) -> bool:
@@ -1017,7 +1041,8 @@ def publish_from_cli(args: Any) -> int:
         try:
             async with aiohttp.ClientSession() as session:
                 ctx = Platform(settings, store, session).context()
-                return await publish_sync(ctx, fork, None, tip=args.to_rev)
+                return await publish_sync(ctx, fork, None, tip=args.to_rev,
+                                          cutoff=args.from_rev)
         finally:
             store.close()
 

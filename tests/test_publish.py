@@ -555,7 +555,15 @@ async def test_an_engine_error_people_must_fix_is_one_failing_check_on_fork_main
         assert result.action == "refused"
     (run,) = hub.runs.values()
     assert run["conclusion"] == "failure" and "Upstream-Sync" in run["output"]["summary"]
+    assert "git commit --allow-empty" in run["output"]["summary"]
     assert fake_ctx.gh.write_count == 1 and hub.pulls == {}
+
+    # The first sync names its cutoff explicitly (as `forksync sync --publish --from`).
+    first = git("--git-dir", remotes / "other" / "slime.git", "rev-list", "--max-parents=0",
+                "main")
+    result = await publish_sync(fake_ctx, FORK, 1, cutoff=first)
+    assert result.action == "opened" and len(hub.pulls) == 1
+    assert load_fork_state(fake_ctx.store, FORK)["sync"]["cutoff"] == first
 
 
 async def test_a_pr_created_by_a_lost_first_try_is_found_not_created_again(
