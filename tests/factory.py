@@ -26,7 +26,6 @@ The main entry points:
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import re
 import shutil
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bot.config import EXAMPLE_CONFIG, load_config
+from bot.git import clean_env
 from bot.translate import Translator
 
 # --------------------------------------------------------------------------- file specs
@@ -109,19 +109,12 @@ FORK_MAINTAINER = Person("Vera Vime", "vera@vime.dev")
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """An environment where the user's git config and identity cannot leak into fixtures."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
+    return clean_env({
         "GIT_AUTHOR_NAME": "factory", "GIT_AUTHOR_EMAIL": "factory@example.invalid",
         "GIT_COMMITTER_NAME": "factory", "GIT_COMMITTER_EMAIL": "factory@example.invalid",
         "GIT_AUTHOR_DATE": f"{BASE_DATE} +0000", "GIT_COMMITTER_DATE": f"{BASE_DATE} +0000",
-        "LC_ALL": "C", "LANG": "C",
+        **(extra or {}),
     })
-    if extra:
-        env.update(extra)
-    return env
 
 
 def git(git_dir: str | Path, *args: str, input: bytes | None = None,

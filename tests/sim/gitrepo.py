@@ -7,7 +7,6 @@ git configuration cannot change what the simulator answers.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import subprocess
 import tempfile
@@ -16,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
+
+from bot.git import clean_env
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 ZERO_SHA = "0" * 40
@@ -28,18 +29,12 @@ class GitFailedError(RuntimeError):
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
+    """The bot's clean git environment (no user config), with the simulator's identity."""
+    return clean_env({
         "GIT_AUTHOR_NAME": SIM_NAME, "GIT_AUTHOR_EMAIL": SIM_EMAIL,
         "GIT_COMMITTER_NAME": SIM_NAME, "GIT_COMMITTER_EMAIL": SIM_EMAIL,
-        "LC_ALL": "C",
+        **(extra or {}),
     })
-    if extra:
-        env.update(extra)
-    return env
 
 
 def run_sync(git_dir: Path, *args: str, input: bytes | None = None,
