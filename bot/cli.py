@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .errors import ForksyncError
@@ -85,7 +86,7 @@ def _write(path: str | None, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
 
 
-def _plan_kwargs(args: argparse.Namespace) -> dict[str, object]:
+def _plan_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "from_rev": args.from_rev, "to_rev": args.to_rev, "config_path": args.config_path,
         "fork_branch": args.fork_branch, "workdir": args.workdir,
@@ -114,7 +115,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         if args.command == "plan":
             from .engine import plan
 
-            p = plan(args.fork, args.upstream, progress=progress, **_plan_kwargs(args))  # type: ignore[arg-type]
+            p = plan(args.fork, args.upstream, progress=progress, **_plan_kwargs(args))
             branch = None
         else:
             if args.publish:

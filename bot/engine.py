@@ -198,15 +198,18 @@ def report_file_path(p: Plan) -> str:
     return f".forksync/reports/{p.cutoff[:10]}..{p.tip[:10]}.md"
 
 
-def sync(fork: str, upstream: str, *, branch: str | None = None,
-         progress: Progress | None = None, **kw: object) -> SyncResult:
+def sync(fork: str, upstream: str, *, branch: str | None = None, from_rev: str | None = None,
+         to_rev: str | None = None, config: Config | None = None, config_path: str | None = None,
+         fork_branch: str = "main", workdir: str | Path | None = None,
+         progress: Progress | None = None) -> SyncResult:
     """Plan, then write commit 1 onto a new branch of the local fork. Moves no other ref."""
     fork_path = Path(fork)
     if _URL.match(fork) or not fork_path.exists():
         raise GitError(f"`sync` writes a branch into a local fork repository; {fork} is not one")
-    p = plan(fork, upstream, progress=progress, **kw)  # type: ignore[arg-type]
-    fork_git = open_repo(fork, Path(kw.get("workdir") or default_workdir()),  # type: ignore[arg-type]
-                         "fork")
+    wd = Path(workdir) if workdir else default_workdir()
+    p = plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
+             config_path=config_path, fork_branch=fork_branch, workdir=wd, progress=progress)
+    fork_git = open_repo(fork, wd, "fork")
     work = Git(p.work_git_dir)
     branch = branch or f"forksync/sync-{p.cutoff[:10]}-{p.tip[:10]}"
     tree = p.merged_tree
