@@ -69,10 +69,13 @@ def open_repo(location: str, workdir: Path, what: str) -> Git:
     if not path.exists():
         raise GitError(f"the {what} repository {location} does not exist")
     probe = Git(path / ".git" if (path / ".git").exists() else path)
-    proc = probe.run_proc("rev-parse", "--absolute-git-dir")
+    proc = probe.run_proc("rev-parse", "--absolute-git-dir", "--git-path", "objects")
     if proc.returncode != 0:
         raise GitError(f"the {what} path {location} is not a git repository")
-    return Git(proc.stdout.decode().strip())
+    git_dir, objects = proc.stdout.decode().splitlines()[:2]
+    repo = Git(git_dir)
+    repo.set_object_dir(objects)  # relative to our cwd, which git shares
+    return repo
 
 
 def _branch_commit(git: Git, branch: str, what: str) -> str:

@@ -86,6 +86,7 @@ class Git:
         self._config = list(config)
         self._env = clean_env(env)
         self._object_format: str | None = None
+        self._object_dir: str | None = None
 
     def _argv(self, args: Sequence[str]) -> list[str]:
         argv = ["git", f"--git-dir={self.git_dir}"]
@@ -121,6 +122,12 @@ class Git:
                       lines[-1] if lines else f"exit code {code}")
         return mask_secrets(f"git {args[0] if args else ''} failed: {detail.strip()}")
 
+    def start(self, *args: str) -> Background:
+        """Start git in the background; :meth:`Background.output` waits for it."""
+        proc = subprocess.Popen(self._argv(args), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=self._env)
+        return Background(proc, args)
+
     def text(self, *args: str, **kw: object) -> str:
         return self.run(*args, **kw).decode("utf-8", "replace")  # type: ignore[arg-type]
 
@@ -136,9 +143,14 @@ class Git:
             raise GitError(self.describe_failure(["merge-base"], proc.returncode, proc.stderr))
         return proc.returncode == 0
 
+    def set_object_dir(self, path: str) -> None:
+        self._object_dir = os.path.abspath(path)
+
     def object_dir(self) -> str:
-        out = self.text("rev-parse", "--git-path", "objects").strip()
-        return out if os.path.isabs(out) else os.path.abspath(out)
+        if self._object_dir is None:
+            out = self.text("rev-parse", "--git-path", "objects").strip()
+            self._object_dir = out if os.path.isabs(out) else os.path.abspath(out)
+        return self._object_dir
 
     def object_format(self) -> str:
         if self._object_format is None:
@@ -171,6 +183,20 @@ class Git:
             args += ["-p", parent]
         env = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else None
         return self.text(*args, input=message.encode(), env=env).strip()
+
+
+class Background:
+    """A git command running alongside the engine's Python work (2 cores: use both)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], args: Sequence[str]) -> None:
+        self._proc = proc
+        self._args = args
+
+    def output(self) -> bytes:
+        out, err = self._proc.communicate()
+        if self._proc.returncode != 0:
+            raise GitError(Git.describe_failure(self._args, self._proc.returncode, err))
+        return out
 
 
 class CatFile:

@@ -22,6 +22,7 @@ from .git import (
     MODE_GITLINK,
     MODE_TREE,
     SYNTHETIC_DATE,
+    Background,
     CatFile,
     Git,
     TreeEntry,
@@ -350,9 +351,16 @@ def edit_tree(cat: CatFile, writer: TreeWriter, root: str,
     return result
 
 
+def start_upstream_changes(git: Git, cutoff: str, tip: str) -> Background:
+    """What the window changed upstream, with git's rename detection (in the background)."""
+    return git.start("diff-tree", "-r", "-z", "-M", "--no-commit-id", cutoff, tip)
+
+
 def upstream_changes(git: Git, cutoff: str, tip: str) -> list[UpstreamChange]:
-    """What the window changed upstream, with git's rename detection."""
-    out = git.run("diff-tree", "-r", "-z", "-M", "--no-commit-id", cutoff, tip)
+    return parse_upstream_changes(start_upstream_changes(git, cutoff, tip).output())
+
+
+def parse_upstream_changes(out: bytes) -> list[UpstreamChange]:
     fields = list(iter_z(out))
     changes: list[UpstreamChange] = []
     i = 0
@@ -382,8 +390,9 @@ def run_merge(work: Git, ours_tree: str, base_tree: str, theirs_tree: str, *,
     ours = work.commit_tree(ours_tree, [base], "forksync: ours = fork main", date=date)
     theirs = work.commit_tree(theirs_tree, [base], "forksync: theirs' = translate(upstream@tip)",
                               date=date)
-    work.run("update-ref", f"refs/heads/{OURS_REF}", ours)
-    work.run("update-ref", f"refs/heads/{THEIRS_REF}", theirs)
+    work.run("update-ref", "--stdin",
+             input=f"update refs/heads/{OURS_REF} {ours}\nupdate refs/heads/{THEIRS_REF} {theirs}\n"
+             .encode())
     out = work.run("-c", f"merge.conflictStyle={CONFLICT_STYLE}", "merge-tree", "--write-tree",
                    "-z", "--messages", OURS_REF, THEIRS_REF, ok_codes=(0, 1))
     head, _, info = out.partition(b"\0\0")
@@ -428,6 +437,7 @@ def merge(work: Git, cat: CatFile, writer: TreeWriter, ours_tree: str, cutoff: s
           translator: Translator, progress: Callable[[str], None] | None = None) -> MergeOutcome:
     """Translate the window's trees and merge them into ours, exactly as merge-ort does."""
     say = progress or (lambda _msg: None)
+    changes_job = start_upstream_changes(work, cutoff, tip)
     cutoff_tree = commit_tree_oid(cat, cutoff)
     tip_tree = commit_tree_oid(cat, tip)
     say("translating the window's trees")
@@ -448,7 +458,7 @@ def merge(work: Git, cat: CatFile, writer: TreeWriter, ours_tree: str, cutoff: s
     writer.flush()
     say("merging with git merge-tree")
     tree, conflicts, messages = run_merge(work, ours_tree, base_tree, theirs_tree)
-    changes = upstream_changes(work, cutoff, tip)
+    changes = parse_upstream_changes(changes_job.output())
     return MergeOutcome(tree, base_tree, theirs_tree, ours_tree, conflicts, messages, changes,
                         tt.path_map, translated)
 
