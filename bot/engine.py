@@ -143,7 +143,7 @@ def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str |
     if from_rev:
         cutoff = resolve_rev(up_git, from_rev, up_branch_ref, "--from")
     else:
-        found = find_cutoff(fork_git, ours, cfg.upstream_repo)
+        found = find_cutoff(fork_git, ours, cfg.upstream_repo, up_git)
         if found is None:
             raise ForksyncError(
                 f"no `{TRAILER_SYNC}: {cfg.upstream_repo}@<sha>` trailer on the fork's "

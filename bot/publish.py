@@ -724,38 +724,18 @@ async def _clone_url(gh: GitHubClient, settings: Settings, full_name: str) -> st
     return settings.clone_url(full_name, repo.get("clone_url"))
 
 
-_SYNC_LINE = re.compile(
-    r"^\s*Upstream-Sync:\s*(?P<repo>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-fA-F]{7,64})\s*$",
-    re.MULTILINE | re.IGNORECASE)
-
-
 def find_sync_cutoff(repos: _Repos, upstream: str, merged_tip: str | None) -> str | None:
     """The newest upstream commit the fork has synced, however the sync PR was merged.
 
-    The engine reads the trailer on main's first parents only. A sync PR merged with a
-    merge commit has its trailer on the second parent, and a squash merge keeps it in
-    the message body (GitHub lists the commits) or drops it; so this also reads every
-    ``Upstream-Sync:`` line on main's history and the tip of the last sync PR merged.
-    The newest candidate, by upstream ancestry, wins.
+    The engine reads every ``Upstream-Sync:`` line on main's history; a squash merge
+    may have dropped them all, so the tip of the last sync PR merged counts too. The
+    newest candidate, by upstream ancestry, wins.
     """
-    from .window import find_cutoff
+    from .window import find_cutoff, newest_by_ancestry
 
     fork, up = Git(repos.fork_git), Git(repos.upstream_git)
-    ref = f"refs/heads/{repos.fork_branch}"
-    found = [find_cutoff(fork, ref, upstream), merged_tip]
-    log_text = fork.text("log", "-n", "50", "-E", "-i", "--grep=^[[:space:]]*Upstream-Sync:",
-                         "--format=%B%x1e", ref, "--")
-    found += [m["sha"] for m in _SYNC_LINE.finditer(log_text)
-              if m["repo"].lower() == upstream.lower()]
-    candidates: list[str] = []
-    for sha in found:
-        full = up.rev_parse(sha) if sha else None
-        if full and full not in candidates:
-            candidates.append(full)
-    for c in candidates:
-        if all(d == c or up.is_ancestor(d, c) for d in candidates):
-            return c
-    return candidates[0] if candidates else None
+    found = find_cutoff(fork, f"refs/heads/{repos.fork_branch}", upstream, up)
+    return newest_by_ancestry(up, [sha for sha in (found, merged_tip) if sha])
 
 
 def _up_to_date(repos: _Repos, cutoff: str, tip_sha: str) -> bool:

@@ -13,37 +13,54 @@ TRAILER_WINDOW = "Upstream-Window"
 
 _SQUASH = re.compile(r"^(?P<title>.*?)\s*\(#(?P<n>\d+)\)\s*$")
 _MERGE = re.compile(r"^Merge pull request #(?P<n>\d+) from (?P<who>[^/\s]+)(?:/\S*)?")
-_SYNC_VALUE = re.compile(r"^\s*(?P<repo>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-fA-F]{7,64})\s*$")
+_SYNC_LINE = re.compile(
+    r"^\s*Upstream-Sync:\s*(?P<repo>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-fA-F]{7,64})\s*$",
+    re.MULTILINE | re.IGNORECASE)
 _PR_REV = re.compile(r"^#(\d+)$")
 
 _RS = "\x1e"  # record separator: commit messages may hold anything but this
 _US = "\x1f"
 
 
-def find_cutoff(fork: Git, fork_ref: str, upstream_repo: str | None = None) -> str | None:
-    """The upstream SHA in the newest ``Upstream-Sync:`` trailer on ``fork_ref``'s first parents.
+def find_cutoff(fork: Git, fork_ref: str, upstream_repo: str | None = None,
+                upstream: Git | None = None) -> str | None:
+    """The upstream SHA of the newest ``Upstream-Sync:`` line on ``fork_ref``'s history.
 
-    With ``upstream_repo`` set, trailers naming another repository are ignored, so a
-    fork that once synced from a different upstream does not pick up a foreign SHA.
+    The trailer of commit 1 is on main's first parents when the sync PR was
+    fast-forwarded or rebased; a merge commit puts it on the second parent, and a
+    squash keeps it in the message body (GitHub lists the squashed commits). So every
+    ``Upstream-Sync:`` line reachable from main counts, newest first; with ``upstream``
+    given, the newest by upstream ancestry wins, so an old branch merged late cannot
+    move the cutoff back. Lines naming another repository than ``upstream_repo`` are
+    ignored: a fork that once followed another upstream does not pick up its SHAs.
     """
-    out = fork.text(
-        "log", "--first-parent", "-E", f"--grep=^{TRAILER_SYNC}:", "-i",
-        f"--format=%H{_US}%(trailers:key={TRAILER_SYNC},valueonly,separator=%x1d){_RS}",
-        fork_ref, "--",
-    )
-    for record in out.split(_RS):
-        if _US not in record:
-            continue
-        _, values = record.strip("\n").split(_US, 1)
-        # Several trailers in one message: the last one written is the one that counts.
-        for value in reversed([v for v in values.strip().split("\x1d") if v.strip()]):
-            m = _SYNC_VALUE.match(value)
-            if not m:
-                continue
+    out = fork.text("log", "--date-order", "-n", "50", "-E", "-i",
+                    f"--grep=^[[:space:]]*{TRAILER_SYNC}:", f"--format=%B{_RS}", fork_ref, "--")
+    found: list[str] = []
+    for message in out.split(_RS):
+        # In one message the last line written is the one that counts.
+        for m in reversed(list(_SYNC_LINE.finditer(message))):
             if upstream_repo and m["repo"].lower() != upstream_repo.lower():
                 continue
-            return m["sha"].lower()
-    return None
+            if m["sha"].lower() not in found:
+                found.append(m["sha"].lower())
+            break
+    if upstream is None or len(found) < 2:
+        return found[0] if found else None
+    return newest_by_ancestry(upstream, found) or found[0]
+
+
+def newest_by_ancestry(upstream: Git, shas: list[str]) -> str | None:
+    """Of these upstream commits, the one every other is an ancestor of (unknown ones skipped)."""
+    known: list[str] = []
+    for sha in shas:
+        full = upstream.rev_parse(sha)
+        if full and full not in known:
+            known.append(full)
+    for candidate in known:
+        if all(other == candidate or upstream.is_ancestor(other, candidate) for other in known):
+            return candidate
+    return known[0] if known else None
 
 
 def resolve_pr_merge(upstream: Git, branch_ref: str, number: int) -> str:

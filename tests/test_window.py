@@ -62,3 +62,57 @@ def test_force_push_is_named_with_both_shas(scenario: Scenario) -> None:
     with pytest.raises(WindowError) as err:
         check_ancestry(up, cutoff, scenario.tip)
     assert cutoff[:12] in str(err.value) and scenario.tip[:12] in str(err.value)
+
+
+def _merge_into_main(fork_git: Path, side: str, message: str) -> str:
+    """Merge ``side`` into fork main with a merge commit, as GitHub's merge button does."""
+    from tests.factory import git_text
+
+    main = git_text(fork_git, "rev-parse", "refs/heads/main")
+    tree = git_text(fork_git, "rev-parse", f"{side}^{{tree}}")
+    merge = git_text(fork_git, "commit-tree", tree, "-p", main, "-p", side, "-m", message)
+    git_text(fork_git, "update-ref", "refs/heads/main", merge)
+    return merge
+
+
+def test_cutoff_from_a_sync_pr_merged_with_a_merge_commit(scenario: Scenario) -> None:
+    from tests.factory import git_text
+
+    fork, up = Git(scenario.fork_git), Git(scenario.upstream_git)
+    main = git_text(scenario.fork_git, "rev-parse", "refs/heads/main")
+    tree = git_text(scenario.fork_git, "rev-parse", "main^{tree}")
+    commit1 = git_text(scenario.fork_git, "commit-tree", tree, "-p", main, "-m",
+                       f"sync\n\nUpstream-Sync: THUDM/slime@{scenario.prs[5]}\n")
+    _merge_into_main(scenario.fork_git, commit1, "Merge pull request #7 from vime/forksync")
+    # The trailer sits on the second parent only; it still counts, and is newer.
+    assert find_cutoff(fork, "main", "THUDM/slime", up) == scenario.prs[5]
+
+
+def test_cutoff_from_a_squashed_sync_pr_body(scenario: Scenario) -> None:
+    from tests.factory import git_text
+
+    main = git_text(scenario.fork_git, "rev-parse", "refs/heads/main")
+    tree = git_text(scenario.fork_git, "rev-parse", "main^{tree}")
+    body = (f"sync(THUDM/slime #4..#6) (#12)\n\n* sync: 3-way merge\n\n"
+            f"Upstream-Sync: THUDM/slime@{scenario.prs[6]}\nUpstream-Window: #4..#6\n\n"
+            "* resolve conflicts\n")
+    squash = git_text(scenario.fork_git, "commit-tree", tree, "-p", main, "-m", body)
+    git_text(scenario.fork_git, "update-ref", "refs/heads/main", squash)
+    found = find_cutoff(Git(scenario.fork_git), "main", "THUDM/slime",
+                        Git(scenario.upstream_git))
+    assert found == scenario.prs[6]
+
+
+def test_an_old_trailer_merged_late_does_not_move_the_cutoff_back(scenario: Scenario) -> None:
+    from tests.factory import git_text
+
+    main = git_text(scenario.fork_git, "rev-parse", "refs/heads/main")
+    tree = git_text(scenario.fork_git, "rev-parse", "main^{tree}")
+    newer = git_text(scenario.fork_git, "commit-tree", tree, "-p", main, "-m",
+                     f"sync\n\nUpstream-Sync: THUDM/slime@{scenario.prs[6]}\n")
+    git_text(scenario.fork_git, "update-ref", "refs/heads/main", newer)
+    old_branch = git_text(scenario.fork_git, "commit-tree", tree, "-p", main, "-m",
+                          f"old\n\nUpstream-Sync: THUDM/slime@{scenario.prs[4]}\n")
+    _merge_into_main(scenario.fork_git, old_branch, "Merge an old branch")
+    assert find_cutoff(Git(scenario.fork_git), "main", "THUDM/slime",
+                       Git(scenario.upstream_git)) == scenario.prs[6]
