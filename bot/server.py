@@ -586,7 +586,9 @@ async def serve(settings: Settings, *, router: routing.Router | None = None,
     """Run the App until ``stop`` is set (or forever): intake, workers, scheduler."""
     settings.require_server()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = Store(settings.db_path)
+    store = Store(settings.db_path, lease_seconds=settings.job_lease_seconds,
+                  backoff_base=settings.retry_backoff_seconds,
+                  backoff_cap=settings.retry_backoff_cap_seconds)
     router = router if router is not None else load_router()
     stop = stop or asyncio.Event()
     timeout = aiohttp.ClientTimeout(total=120, connect=15)

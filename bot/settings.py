@@ -50,6 +50,9 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     workers: int = 2
     log_level: str = "INFO"
+    job_lease_seconds: float = 60.0  # a crashed worker's job is taken again after this
+    retry_backoff_seconds: float = 30.0  # first retry delay; doubles per attempt
+    retry_backoff_cap_seconds: float = 3600.0
 
     @property
     def mode(self) -> Literal["app", "token"]:
@@ -156,6 +159,12 @@ class Settings:
             max_body_bytes=_int(env, "FORKSYNC_MAX_BODY_BYTES", cls.max_body_bytes, minimum=1024),
             workers=_int(env, "FORKSYNC_WORKERS", cls.workers, minimum=1, maximum=64),
             log_level=log_level,
+            job_lease_seconds=_float(env, "FORKSYNC_JOB_LEASE_SECONDS", cls.job_lease_seconds,
+                                     minimum=1.0),
+            retry_backoff_seconds=_float(env, "FORKSYNC_RETRY_BACKOFF_SECONDS",
+                                         cls.retry_backoff_seconds, minimum=0.1),
+            retry_backoff_cap_seconds=_float(env, "FORKSYNC_RETRY_BACKOFF_CAP_SECONDS",
+                                             cls.retry_backoff_cap_seconds, minimum=0.1),
         )
 
 
@@ -163,6 +172,19 @@ def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int,
          maximum: int | None = None) -> int:
     value = _optional_int(env, name, minimum=minimum, maximum=maximum)
     return default if value is None else value
+
+
+def _float(env: Mapping[str, str], name: str, default: float, *, minimum: float) -> float:
+    raw = env.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= minimum or value == float("inf"):
+        raise SettingsError(f"{name}: expected a number of seconds >= {minimum:g}, got {raw!r}")
+    return value
 
 
 def _optional_int(env: Mapping[str, str], name: str, *, minimum: int,

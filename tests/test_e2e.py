@@ -37,17 +37,6 @@ FORK = "vime-org/vime"
 A, B = "vime/table_a.py", "vime/table_b.py"
 LEASE_SECONDS = 2.0
 
-# ``forksync serve`` itself, with only the queue's timings shortened, so that the job a
-# killed process held is taken again within seconds rather than after a minute's lease.
-LAUNCHER = """\
-import functools, sys
-import bot.server, bot.store
-bot.server.Store = functools.partial(bot.store.Store, lease_seconds=float(sys.argv[1]),
-                                     backoff_base=0.5, backoff_cap=2.0)
-from bot.cli import main
-sys.argv = ["forksync", "serve"]
-main()
-"""
 
 
 def table(name: str, n: int = 40) -> str:
@@ -103,13 +92,16 @@ class Bot:
             "FORKSYNC_WEBHOOK_SECRET": sim.webhook_secret, "FORKSYNC_API_URL": sim.base_url,
             "FORKSYNC_GIT_URL": sim.base_url, "FORKSYNC_DATA_DIR": str(data_dir),
             "FORKSYNC_HOST": "127.0.0.1", "FORKSYNC_PORT": str(self.port),
-            "FORKSYNC_WORKERS": "2", "FORKSYNC_LOG_LEVEL": "INFO"})
+            "FORKSYNC_WORKERS": "2", "FORKSYNC_LOG_LEVEL": "INFO",
+            # Short queue timings: a killed process's job is taken again within seconds.
+            "FORKSYNC_JOB_LEASE_SECONDS": str(LEASE_SECONDS),
+            "FORKSYNC_RETRY_BACKOFF_SECONDS": "0.5", "FORKSYNC_RETRY_BACKOFF_CAP_SECONDS": "2"})
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
-        self.proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(LEASE_SECONDS)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"],
                                      cwd=REPO_ROOT, env=self.env, stdout=log,
                                      stderr=subprocess.STDOUT)
         log.close()

@@ -89,3 +89,16 @@ def test_server_needs_a_webhook_secret() -> None:
     s = Settings.from_env({"FORKSYNC_TOKEN": "t"})
     with pytest.raises(SettingsError, match=r"^FORKSYNC_WEBHOOK_SECRET:"):
         s.require_server()
+
+
+def test_queue_timings_are_settings_with_clear_errors() -> None:
+    from bot.settings import Settings, SettingsError
+
+    base = {"FORKSYNC_WEBHOOK_SECRET": "s", "FORKSYNC_TOKEN": "t"}
+    s = Settings.from_env({**base, "FORKSYNC_JOB_LEASE_SECONDS": "2.5",
+                           "FORKSYNC_RETRY_BACKOFF_SECONDS": "0.5"})
+    assert (s.job_lease_seconds, s.retry_backoff_seconds) == (2.5, 0.5)
+    assert Settings.from_env(base).job_lease_seconds == 60.0
+    for bad in ("0", "soon", "nan", "inf"):
+        with pytest.raises(SettingsError, match="FORKSYNC_JOB_LEASE_SECONDS"):
+            Settings.from_env({**base, "FORKSYNC_JOB_LEASE_SECONDS": bad})
