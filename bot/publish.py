@@ -52,6 +52,7 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
 from . import remote
+from .auth import AuthError
 from .context import JobContext
 from .errors import ForksyncError, GitError
 from .git import CatFile, Git
@@ -487,6 +488,22 @@ class _SyncRun:
                              writes=self.gh.write_count - self.writes_before,
                              unanchored=list(sync.get("unanchored", [])))
 
+    async def _upstream_access(self, upstream: str) -> tuple[GitHubClient, str]:
+        """A client and token that can read the upstream.
+
+        A public upstream is readable with the fork's token. A private one needs the
+        App installed there too (its installation may differ from the fork's), so that
+        installation's token is used when there is one.
+        """
+        try:
+            installation = await self.ctx.installation_for_repo(upstream)
+        except AuthError:
+            installation = None  # not installed there: the fork's token must do (public)
+        if installation is None or installation == self.ctx.installation_id:
+            return self.gh, self.token
+        return (await self.ctx.gh_for(installation),
+                await self.ctx.git_token_for(installation))
+
     async def fetch(self) -> Any:
         """Fetch fork main and the upstream into the caches; the fork's config, or an outcome."""
         settings, fork, gh = self.ctx.settings, self.fork, self.gh
@@ -512,10 +529,11 @@ class _SyncRun:
         upstream, branch = config.upstream_repo, config.upstream_branch
         self.state.update(upstream=upstream, upstream_branch=branch, fork_branch=fork_branch)
 
-        upstream_url = await _clone_url(gh, settings, upstream)
+        up_gh, up_token = await self._upstream_access(upstream)
+        upstream_url = await _clone_url(up_gh, settings, upstream)
         upstream_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, upstream)
         await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
-                                [f"+refs/heads/{branch}:refs/heads/{branch}"], self.token)
+                                [f"+refs/heads/{branch}:refs/heads/{branch}"], up_token)
         upstream_head = Git(upstream_git).rev_parse(f"refs/heads/{branch}")
         if upstream_head is None:
             raise GitError(f"the upstream {upstream} has no branch {branch}")

@@ -208,9 +208,12 @@ class World:
 
 
 @pytest.fixture
-async def world(github_sim: Simulator, tmp_path: Path) -> AsyncIterator[World]:  # noqa: F811
+async def world(github_sim: Simulator, tmp_path: Path,  # noqa: F811
+                request: pytest.FixtureRequest) -> AsyncIterator[World]:
     scenario = build_scenario(tmp_path / "repos")
-    github_sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False)
+    private_upstream = bool(getattr(request, "param", {}).get("private_upstream"))
+    github_sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False,
+                           private=private_upstream)
     github_sim.create_repo("vime-org", "vime", scenario.fork_dir, install=False)
     bot = Bot(github_sim, tmp_path / "bot")
     await bot.start()
@@ -283,6 +286,17 @@ async def test_upstream_merge_opens_a_draft_pr_with_one_review_and_a_failing_che
     assert run.status == "completed" and run.conclusion == "failure"
     assert sorted(a["path"] for a in run.annotations) == [A, B, B]
     assert all(a["annotation_level"] == "failure" for a in run.annotations)
+    world.assert_clean()
+
+
+@pytest.mark.parametrize("world", [{"private_upstream": True}], indirect=True)
+async def test_a_private_upstream_is_read_with_its_own_installation(world: World) -> None:
+    # The fork's installation cannot read THUDM/slime; the App's installation there can.
+    await world.merge_upstream()
+    await world.idle()
+    pr = world.sync_pr()
+    assert pr.draft and len(world.sim.reviews(FORK, pr.number)) == 1
+    assert world.check(pr.head_sha).conclusion == "failure"
     world.assert_clean()
 
 
