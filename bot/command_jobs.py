@@ -52,18 +52,16 @@ from .git import CatFile, Git, TreeWriter
 from .publish import (
     CONFIG_PATH,
     Remaining,
+    clone_url,
     comment_items,
     initial_remaining,
     load_fork_state,
     load_plan,
     local_diff,
-    offending_comments,
+    post_review,
     pr_title,
     remember_pushed,
     render_pr_body,
-    review_body,
-    review_comment,
-    review_marker,
     save_fork_state,
     save_plan,
     split_anchored,
@@ -634,42 +632,14 @@ class _Runner:
         Returns the ids of items whose comment GitHub rejected (422): they move to the
         PR body, and the review goes out without them, as the publisher does.
         """
-        fork, number = self.req.fork, self.req.pr
-        marker = review_marker(commit)
-        async for review in self.gh.getiter(f"/repos/{fork}/pulls/{number}/reviews"):
-            if marker in (review.get("body") or ""):
-                return []
-        url = f"/repos/{fork}/pulls/{number}/reviews"
-        comments = [review_comment(item) for item in anchored]
-
-        def payload(kept: list[dict[str, Any]], left_out: int) -> dict[str, Any]:
-            data: dict[str, Any] = {"commit_id": commit, "event": "COMMENT",
-                                    "body": review_body(commit, len(kept), left_out)}
-            if kept:
-                data["comments"] = kept
-            return data
-
-        try:
-            await self.gh.post(url, data=payload(comments, unanchored))
-        except BadRequest as exc:
-            if exc.status_code != 422 or not comments:
-                raise
-            bad = offending_comments(exc, comments)
-            log.warning("%s#%d: review rejected (%s); moving %d comment(s) to the PR body",
-                        fork, number, exc, len(bad))
-            kept = [c for i, c in enumerate(comments) if i not in bad]
-            await self.gh.post(url, data=payload(kept, unanchored + len(bad)))
-            return [anchored[i]["id"] for i in sorted(bad)]
-        return []
+        rejected = await post_review(self.gh, self.req.fork, self.req.pr, commit, anchored,
+                                     unanchored)
+        return rejected or []
 
     # -- shared steps ------------------------------------------------------------------
 
     async def clone_url(self, full_name: str) -> str:
-        settings = self.ctx.settings
-        if settings.git_url:
-            return settings.clone_url(full_name)
-        repo = await self.gh.getitem(f"/repos/{full_name}")
-        return settings.clone_url(full_name, repo.get("clone_url"))
+        return await clone_url(self.gh, self.ctx.settings, full_name)
 
     async def read_branch(self) -> _Branch:
         """Fetch the sync branch and return its head: the only head a push may replace."""

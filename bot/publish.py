@@ -530,7 +530,7 @@ class _SyncRun:
         self.state.update(upstream=upstream, upstream_branch=branch, fork_branch=fork_branch)
 
         up_gh, up_token = await self._upstream_access(upstream)
-        upstream_url = await _clone_url(up_gh, settings, upstream)
+        upstream_url = await clone_url(up_gh, settings, upstream)
         upstream_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, upstream)
         await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
                                 [f"+refs/heads/{branch}:refs/heads/{branch}"], up_token)
@@ -735,7 +735,8 @@ def _load_config(text: str) -> Any:
     return load_config(text, CONFIG_PATH)
 
 
-async def _clone_url(gh: GitHubClient, settings: Settings, full_name: str) -> str:
+async def clone_url(gh: GitHubClient, settings: Settings, full_name: str) -> str:
+    """The URL git fetches and pushes ``owner/repo`` at (GitHub's own, or the configured base)."""
     if settings.git_url:
         return settings.clone_url(full_name)
     repo = await gh.getitem(f"/repos/{full_name}")
@@ -906,13 +907,37 @@ async def _pr_diff(gh: GitHubClient, fork: str, number: int) -> str | None:
         return None
 
 
-async def _post_review_once(gh: GitHubClient, fork: str, pr: Any, sync: dict[str, Any],
-                            plan_json: dict[str, Any], items: list[dict[str, Any]]) -> None:
-    number, commit = pr["number"], sync["commit"]
+async def post_review(gh: GitHubClient, fork: str, number: int, commit: str,
+                      anchored: list[dict[str, Any]], unanchored: int) -> list[str] | None:
+    """Post the one review of ``commit`` (find-or-create); None if it is already there.
+
+    Returns the ids of the items whose comments GitHub rejected with a 422: the review
+    goes out again without them, and the caller lists them in the PR body instead, so
+    a bad anchor never loses the review.
+    """
     marker = review_marker(commit)
     async for review in gh.getiter(f"/repos/{fork}/pulls/{number}/reviews"):
         if marker in (review.get("body") or ""):
-            return
+            return None
+    url = f"/repos/{fork}/pulls/{number}/reviews"
+    comments = [review_comment(item) for item in anchored]
+    try:
+        await gh.post(url, data=_review_payload(commit, comments, unanchored))
+    except BadRequest as exc:
+        if exc.status_code != 422 or not comments:
+            raise
+        bad = offending_comments(exc, comments)
+        log.warning("%s#%d: review rejected (%s); moving %d comment(s) to the PR body",
+                    fork, number, exc, len(bad))
+        kept = [c for i, c in enumerate(comments) if i not in bad]
+        await gh.post(url, data=_review_payload(commit, kept, unanchored + len(bad)))
+        return [anchored[i]["id"] for i in sorted(bad)]
+    return []
+
+
+async def _post_review_once(gh: GitHubClient, fork: str, pr: Any, sync: dict[str, Any],
+                            plan_json: dict[str, Any], items: list[dict[str, Any]]) -> None:
+    number, commit = pr["number"], sync["commit"]
     diff = await _pr_diff(gh, fork, number)
     if diff is not None:
         anchored, unanchored = split_anchored(items, diff)
@@ -920,22 +945,11 @@ async def _post_review_once(gh: GitHubClient, fork: str, pr: Any, sync: dict[str
         known = set(sync.get("unanchored", []))
         anchored = [i for i in items if i["id"] not in known]
         unanchored = [i for i in items if i["id"] in known]
-    comments = [review_comment(item) for item in anchored]
     listed = set(sync.get("unanchored", []))
-    sync["unanchored"] = [i["id"] for i in unanchored]
-    url = f"/repos/{fork}/pulls/{number}/reviews"
-    try:
-        await gh.post(url, data=_review_payload(commit, comments, len(unanchored)))
-    except BadRequest as exc:
-        if exc.status_code != 422:
-            raise
-        bad = offending_comments(exc, comments)
-        log.warning("%s#%d: review rejected (%s); moving %d comment(s) to the PR body",
-                    fork, number, exc, len(bad))
-        unanchored += [anchored[i] for i in sorted(bad)]
-        comments = [c for i, c in enumerate(comments) if i not in bad]
-        sync["unanchored"] = [i["id"] for i in unanchored]
-        await gh.post(url, data=_review_payload(commit, comments, len(unanchored)))
+    rejected = await post_review(gh, fork, number, commit, anchored, len(unanchored))
+    if rejected is None:
+        return
+    sync["unanchored"] = [i["id"] for i in unanchored] + rejected
     if set(sync["unanchored"]) != listed:
         current = await gh.getitem(f"/repos/{fork}/pulls/{number}")
         await update_body(gh, fork, number, current.get("body") or "",
@@ -1051,14 +1065,47 @@ def publish_from_cli(args: Any) -> int:
 
 
 __all__ = [
-    "CHECK_NAME", "CONFIG_PATH", "PublishResult", "Remaining", "anchorable",
-    "check_annotations", "check_output", "comment_items", "decision_is_open", "diff_hunks",
-    "find_check_run", "find_sync_cutoff", "fork_state_key", "forks_following",
-    "initial_remaining", "is_sync_branch", "item_message", "load_fork_state", "load_plan",
-    "local_diff", "manual_instructions", "offending_comments", "plan_path", "pr_title",
-    "publish_from_cli", "publish_sync", "read_blobs", "remember_pushed", "render_pr_body",
-    "report_error", "retitle",
-    "review_body", "review_comment", "review_marker", "save_fork_state", "save_plan",
-    "split_anchored", "sync_branch_name", "unanchored_lines", "update_body",
+    "CHECK_NAME",
+    "CONFIG_PATH",
+    "PublishResult",
+    "Remaining",
+    "anchorable",
+    "check_annotations",
+    "check_output",
+    "clone_url",
+    "comment_items",
+    "decision_is_open",
+    "diff_hunks",
+    "find_check_run",
+    "find_sync_cutoff",
+    "fork_state_key",
+    "forks_following",
+    "initial_remaining",
+    "is_sync_branch",
+    "item_message",
+    "load_fork_state",
+    "load_plan",
+    "local_diff",
+    "manual_instructions",
+    "offending_comments",
+    "plan_path",
+    "post_review",
+    "pr_title",
+    "publish_from_cli",
+    "publish_sync",
+    "read_blobs",
+    "remember_pushed",
+    "render_pr_body",
+    "report_error",
+    "retitle",
+    "review_body",
+    "review_comment",
+    "review_marker",
+    "save_fork_state",
+    "save_plan",
+    "split_anchored",
+    "sync_branch_name",
+    "unanchored_lines",
+    "update_body",
     "upsert_check_run",
 ]
