@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .config import Config
-from .git import MODE_GITLINK, MODE_SYMLINK, CatFile, Git, TreeWriter
+from .git import MODE_GITLINK, MODE_SYMLINK, Background, CatFile, Git, TreeWriter
 from .markers import find_marker_regions, split_lines
 from .merge import Entry, MergeOutcome, TreeIndex, edit_tree
 from .model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
@@ -79,6 +79,11 @@ class Classifier:
 
     def classify(self, writer: TreeWriter) -> Classified:
         paths = self.paths()
+        # The files that will surely have items: their history is read while we work.
+        likely = sorted({p.upstream for p in paths if p.fork in self.o.conflicts
+                         or (p.fork_old is not None and p.fork_old in self.o.conflicts)
+                         or self._is_manual(p.fork)})
+        history = self._start_history(likely)
         wanted = [p.fork for p in paths] + [p.fork_old for p in paths if p.fork_old]
         for index in (self.ours, self.base, self.theirs, self.raw):
             index.prefetch(wanted)
@@ -101,7 +106,7 @@ class Classifier:
                 r.review_items = self._conflict_items(r, final)
         if self.config.flags:
             self._flag_items(results, final)
-        self._attribute(results)
+        self._attribute(results, history, set(likely))
         n = 0
         for r in results:
             for item in r.review_items:
@@ -278,16 +283,31 @@ class Classifier:
             out = [self.tr.text(line, upstream_path) for line in ordered]
         return {line.strip() for line in out}
 
-    def _attribute(self, results: list[FileResult]) -> None:
-        """Which window PRs changed the lines of each item: one `git log -p` for all files."""
+    def _is_manual(self, fork_path: str) -> bool:
+        policy = self.config.policy_for(fork_path)
+        return policy is not None and policy.action == "manual"
+
+    def _start_history(self, upstream_paths: list[str]) -> Background | None:
+        if not upstream_paths:
+            return None
+        return self.work.start("log", "-p", "--first-parent", "--no-renames", "-U0",
+                               "--format=%x1e%H", f"{self.cutoff}..{self.tip}", "--",
+                               *upstream_paths)
+
+    def _attribute(self, results: list[FileResult], history: Background | None,
+                   started: set[str]) -> None:
+        """Which window PRs changed the lines of each item: `git log -p` of their files."""
+        out = history.output().decode("utf-8", "replace") if history is not None else ""
         wanted = {r.upstream_path: r for r in results if r.review_items}
         if not wanted:
             return
+        missing = sorted(set(wanted) - started)  # e.g. flags on files that merged cleanly
+        if missing:
+            extra = self._start_history(missing)
+            assert extra is not None
+            out += extra.output().decode("utf-8", "replace")
         numbers = {e.sha: e.number for e in self.window}
         touched: dict[str, list[tuple[int | None, set[str], set[str]]]] = {}
-        out = self.work.run("log", "-p", "--first-parent", "--no-renames", "-U0",
-                            "--format=%x1e%H", f"{self.cutoff}..{self.tip}", "--",
-                            *sorted(wanted)).decode("utf-8", "replace")
         for record in out.split("\x1e")[1:]:
             sha, _, patch = record.partition("\n")
             for path, added, removed in _parse_patch(patch):
