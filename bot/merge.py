@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .errors import ConfigError, ForksyncError
+from .errors import ForksyncError
 from .git import (
     MODE_GITLINK,
     MODE_TREE,
@@ -356,10 +356,6 @@ def start_upstream_changes(git: Git, cutoff: str, tip: str) -> Background:
     return git.start("diff-tree", "-r", "-z", "-M", "--no-commit-id", cutoff, tip)
 
 
-def upstream_changes(git: Git, cutoff: str, tip: str) -> list[UpstreamChange]:
-    return parse_upstream_changes(start_upstream_changes(git, cutoff, tip).output())
-
-
 def parse_upstream_changes(out: bytes) -> list[UpstreamChange]:
     fields = list(iter_z(out))
     changes: list[UpstreamChange] = []
@@ -472,15 +468,14 @@ __all__ = [
     "CONFLICT_STYLE",
     "OURS_REF",
     "THEIRS_REF",
-    "ConfigError",
     "Entry",
     "MergeMessage",
     "MergeOutcome",
     "TranslationCollision",
     "TreeIndex",
     "build_tree",
+    "commit_tree_oid",
     "edit_tree",
     "merge",
     "run_merge",
-    "upstream_changes",
 ]
