@@ -214,6 +214,8 @@ class Classifier:
                 question="git could not merge this file line by line. Keep ours, take "
                          "upstream's (theirs), or fix it by hand?",
                 choices=["ours", "theirs"],
+                sides={"ours": _entry_json(self._entry(self.ours, r.path)),
+                       "theirs": _entry_json(self._entry(self.theirs, r.path))},
             )]
         items = []
         for region in regions:
@@ -329,6 +331,10 @@ class Classifier:
                 if not prs:  # nothing matched line by line: every PR that touched the file
                     prs = sorted({n for n, _, _ in commits if n is not None})
                 item.prs = sorted(prs)
+
+
+def _entry_json(entry: Entry | None) -> dict[str, str] | None:
+    return {"mode": entry.mode, "oid": entry.oid} if entry is not None else None
 
 
 def _decode(data: bytes) -> str | None:

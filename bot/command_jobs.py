@@ -360,14 +360,72 @@ class _Runner:
         if choice in ("ours", "theirs", "suggested") and item.get("start_line") is not None:
             # The comment on a conflict region promises that answering takes that side.
             extra = await self.resolve_regions(item["path"], choice, only={item["id"]})
+        elif choice in ("ours", "theirs") and item.get("kind") == "file" and item.get("sides"):
+            branch = await self.read_branch()
+            tag = f"{self.req.comment_id}:{item['path']}:{choice}"
+            extra = await self.take_whole_file(branch, item["path"], choice, item, tag)
         if answers.get(item["id"]) != choice:
-            answers[item["id"]] = choice
-            await self.save()
             # After a push the rescan of the new head updates the check; else do it here.
-            await self.refresh_pr(plan_json, answered=item["id"],
-                                  check=sync.get("head") == head_before)
+            await self.record_answer(plan_json, item["id"], choice,
+                                     check=sync.get("head") == head_before)
         return f"Recorded **{item['id']}**: `{choice}`. The decisions in the PR description " \
                f"are updated.{extra}"
+
+    async def record_answer(self, plan_json: dict[str, Any], item_id: str, choice: str, *,
+                            check: bool) -> None:
+        answers: dict[str, str] = self.sync.setdefault("answers", {})
+        if answers.get(item_id) == choice:
+            return
+        answers[item_id] = choice
+        await self.save()
+        await self.refresh_pr(plan_json, answered=item_id, check=check)
+
+    async def take_whole_file(self, branch: _Branch, path: str, side: str,
+                              item: dict[str, Any], tag: str) -> str:
+        """Put one side's version of a whole-file conflict (modify/delete, binary) back."""
+        sides = item.get("sides") or {}
+        how = (f"Push the version you want (or delete the file), then record the decision "
+               f"with `/sync answer {item['id']} ours` or `/sync answer {item['id']} theirs`.")
+        if side not in ("ours", "theirs") or side not in sides:
+            raise CommandFailed(
+                f"`{path}` has a whole-file conflict ({item.get('reason', 'CONFLICT')}), not "
+                f"conflict markers, so only `ours` or `theirs` can resolve it. {how}")
+        done = await asyncio.to_thread(_commit_with_trailer, branch.git, branch.head, tag)
+        if done:
+            return f"\n\nDone already in {done[:12]}."
+        entry = sides[side]
+        if entry is not None and not await asyncio.to_thread(self._bring_object, branch.git,
+                                                             entry):
+            raise CommandFailed(f"{side}'s version of `{path}` is no longer in my caches. "
+                                f"{how}")
+        message = (f"forksync: resolve {path} with {side}\n\nRequested by @{self.req.author} "
+                   f"in #{self.req.pr} ({item['id']}).\n\n{TRAILER}: {tag}\n")
+        commit = await asyncio.to_thread(_commit_entry, branch.git, branch.head, path, entry,
+                                         message)
+        if commit is None:
+            return (f"\n\n`{path}` is already {side}'s version at `{branch.head[:12]}`; "
+                    "nothing to change.")
+        await self.push(branch, commit)
+        what = "deleted" if entry is None else f"set to {side}'s version"
+        return (f"\n\n`{path}` is {what} in {commit[:12]} ({item['id']}). The checklist "
+                "and the check update after the rescan.")
+
+    def _bring_object(self, git: Git, entry: dict[str, str]) -> bool:
+        """Make the side's object readable in the fork cache (it may only be upstream's)."""
+        if entry["mode"] == "160000" or git.run_proc("cat-file", "-e", entry["oid"]).returncode \
+                == 0:
+            return True
+        upstream = self.state.get("upstream")
+        # The engine's scratch repositories (see bot.engine.work_repo) hold translated blobs.
+        candidates = [str(p) for p in sorted((self.ctx.settings.data_dir / "work" / "work")
+                                             .glob("*.git"))]
+        if upstream:
+            candidates.insert(0, remote.ensure_mirror(self.ctx.cache_dir, upstream))
+        for repo in candidates:
+            proc = Git(repo).run_proc("cat-file", "blob", entry["oid"])
+            if proc.returncode == 0:
+                return git.hash_blobs([proc.stdout]) == [entry["oid"]]
+        return False
 
     # -- resolve -----------------------------------------------------------------------
 
@@ -405,11 +463,10 @@ class _Runner:
         whole_file = [i for i in items if i.get("kind") == "file"]
         if not targets and whole_file and only is None:
             item = whole_file[0]
-            raise CommandFailed(
-                f"`{path}` has a whole-file conflict ({item.get('reason', 'CONFLICT')}), not "
-                "conflict markers, so there is nothing for `resolve` to rewrite. Push the "
-                "version you want (or delete the file), then record the decision with "
-                f"`/sync answer {item['id']} ours` or `/sync answer {item['id']} theirs`.")
+            extra = await self.take_whole_file(branch, path, side, item, tag)
+            await self.record_answer(plan_json, item["id"], side,
+                                     check=self.sync.get("head") == branch.head)
+            return extra
         if not targets:
             what = f" for {', '.join(sorted(only))}" if only else ""
             return (f"\n\n`{path}` has no conflict markers left{what} at "
@@ -924,6 +981,20 @@ def _commit_files(git: Git, parent: str, files: dict[str, str | None], message: 
     with CatFile(git) as cat, TreeWriter(git) as writer:
         tree = edit_tree(cat, writer, root, edits)
     return git.commit_tree(tree, [parent, *extra_parents], message, date=date)
+
+
+def _commit_entry(git: Git, parent: str, path: str, entry: dict[str, str] | None,
+                  message: str) -> str | None:
+    """A commit on ``parent`` with ``path`` set to ``entry`` (None: deleted); None if no change."""
+    from .merge import Entry, edit_tree
+
+    root = git.text("rev-parse", f"{parent}^{{tree}}").strip()
+    with CatFile(git) as cat, TreeWriter(git) as writer:
+        tree = edit_tree(cat, writer, root, {
+            path: Entry(entry["mode"], entry["oid"]) if entry is not None else None})
+    if tree == root:
+        return None
+    return git.commit_tree(tree, [parent], message)
 
 
 def _commits_by_people(git: Git, commit: str, head: str, pushed: set[str]) -> list[str]:

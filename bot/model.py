@@ -87,6 +87,9 @@ class ReviewItem:
     question: str | None = None  # set when tier is DECIDE/CONFIRM
     choices: list[str] = field(default_factory=list)  # e.g. ["ours", "theirs", "suggested"]
     prs: list[int] = field(default_factory=list)  # upstream PRs whose commits changed these lines
+    # Whole-file items: each side's tree entry at the path ({"mode", "oid"}, None if absent),
+    # so "/sync resolve <path> ours|theirs" can put that side back without re-merging.
+    sides: dict[str, dict[str, str] | None] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,6 +108,7 @@ class ReviewItem:
             "theirs": self.theirs,
             "suggestion": self.suggestion,
             "prs": list(self.prs),
+            **({"sides": self.sides} if self.sides is not None else {}),
         }
 
 
@@ -207,6 +211,7 @@ def item_from_json(d: dict[str, Any]) -> ReviewItem:
         theirs=d.get("theirs", ""), start_line=d.get("start_line"), end_line=d.get("end_line"),
         suggestion=d.get("suggestion"), question=d.get("question"),
         choices=list(d.get("choices", [])), prs=list(d.get("prs", [])),
+        sides=d.get("sides"),
     )
 
 

@@ -103,3 +103,24 @@ def test_check_config_ok_and_error(tmp_path: Path, scenario: Scenario) -> None:
     assert out.returncode == 2
     assert out.stderr.startswith(f"forksync: error: {bad}:4")
     assert "Traceback" not in out.stderr
+
+
+def test_whole_file_items_carry_each_sides_entry(tmp_path: Path) -> None:
+    from bot.engine import plan
+
+    s = Scenario(tmp_path / "repos")
+    s.upstream_pr(4, "Add model", "alice",
+                  files={"slime/model.bin": b"\0v1", "slime/gone.py": "a\n"})
+    s.sync_fork()
+    s.fork_commit("Fork: retrain", files={"vime/model.bin": b"\0fork", "vime/gone.py": None})
+    s.upstream_pr(5, "Retrain", "bob", files={"slime/model.bin": b"\0v2", "slime/gone.py": "b\n"})
+    p = plan(str(s.fork_dir), str(s.upstream_dir), workdir=tmp_path / "w")
+    items = {i.path: i for i in p.items}
+    binary, deleted = items["vime/model.bin"], items["vime/gone.py"]
+    assert binary.sides is not None and deleted.sides is not None
+    fork_blob = git_text(s.fork_git, "rev-parse", "main:vime/model.bin")
+    up_blob = git_text(s.upstream_git, "rev-parse", "main:slime/model.bin")
+    assert binary.sides["ours"] == {"mode": "100644", "oid": fork_blob}
+    assert binary.sides["theirs"] == {"mode": "100644", "oid": up_blob}  # binary: untranslated
+    assert deleted.sides["ours"] is None and deleted.sides["theirs"] is not None
+    assert p.to_json()["files"][0]["review_items"][0]["sides"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bot import publish
+from bot import publish, remote
 from bot.command_jobs import (
     JOBS,
     TRAILER,
@@ -443,6 +443,49 @@ async def test_resolve_a_whole_file_conflict_says_what_to_do(live: Live) -> None
     reply = live.replies()[0]
     assert "has a whole-file conflict (CONFLICT (modify/delete)" in reply
     assert "`/sync answer Q1 ours` or `/sync answer Q1 theirs`" in reply
+
+
+def _whole_file_item(sides: dict[str, Any]) -> Any:
+    def change(plan_json: dict[str, Any]) -> None:
+        plan_json["files"][0]["review_items"] = [{
+            "id": "Q1", "kind": "file", "path": PATH, "upstream_path": "slime/calc.py",
+            "tier": "Decide", "reason": "CONFLICT (binary): both sides changed it",
+            "question": "Keep ours?", "choices": ["ours", "theirs"], "start_line": None,
+            "end_line": None, "ours": "", "base": "", "theirs": "", "suggestion": None,
+            "prs": [11], "sides": sides}]
+    return change
+
+
+async def test_resolve_a_whole_file_conflict_with_theirs_deletes_it(live: Live) -> None:
+    live.edit_plan(_whole_file_item({"ours": {"mode": "100644", "oid": "0" * 40},
+                                     "theirs": None}))
+    live.person_commits({PATH: FORK_TEXT})  # no markers left: only the whole file can change
+    await live.comment("/sync resolve vime/calc.py theirs")
+    assert PATH not in git_text(live.remote, "ls-tree", "-r", "--name-only", live.head)
+    assert "`vime/calc.py` is deleted in" in live.replies()[0]
+    assert live.sync()["answers"] == {"Q1": "theirs"}
+
+
+async def test_resolve_a_whole_file_conflict_with_a_side_only_upstream_has(live: Live) -> None:
+    # A binary file's upstream version lives only in the upstream's cache, not the fork's.
+    upstream_cache = remote.ensure_mirror(live.ctx.cache_dir, "THUDM/slime")
+    blob = Git(upstream_cache).hash_blobs([b"\x89PNG\0upstream"])[0]
+    assert Git(live.remote).run_proc("cat-file", "-e", blob).returncode != 0
+    live.edit_plan(_whole_file_item({"ours": None, "theirs": {"mode": "100644", "oid": blob}}))
+    live.person_commits({PATH: FORK_TEXT})
+    await live.comment("/sync resolve vime/calc.py theirs")
+    shown = subprocess.run(["git", f"--git-dir={live.remote}", "show", f"{live.head}:{PATH}"],
+                           capture_output=True, check=True).stdout
+    assert shown == b"\x89PNG\0upstream"
+    assert live.sync()["answers"] == {"Q1": "theirs"}
+
+
+async def test_answering_a_whole_file_question_takes_that_side(live: Live) -> None:
+    ours = git_text(live.remote, "rev-parse", f"main:{PATH}")  # fork main's version
+    live.edit_plan(_whole_file_item({"ours": {"mode": "100644", "oid": ours}, "theirs": None}))
+    await live.comment("/sync answer Q1 ours")
+    assert live.file(live.head) == FORK_TEXT
+    assert "Recorded **Q1**: `ours`" in live.replies()[0]
 
 
 async def test_resolve_a_path_that_is_not_conflicted(live: Live) -> None:
