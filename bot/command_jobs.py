@@ -134,9 +134,13 @@ class CommandRequest:
         return f"{self.source}:{self.comment_id}"
 
     @property
+    def _api_kind(self) -> str:
+        """Review comments live under pulls/, conversation comments under issues/."""
+        return "pulls" if self.source == REVIEW_COMMENT else "issues"
+
+    @property
     def comment_url(self) -> str:
-        kind = "pulls" if self.source == REVIEW_COMMENT else "issues"
-        return f"/repos/{self.fork}/{kind}/comments/{self.comment_id}"
+        return f"/repos/{self.fork}/{self._api_kind}/comments/{self.comment_id}"
 
     @property
     def replies_url(self) -> str:
@@ -148,8 +152,7 @@ class CommandRequest:
 
     @property
     def listing_url(self) -> str:
-        kind = "pulls" if self.source == REVIEW_COMMENT else "issues"
-        return f"/repos/{self.fork}/{kind}/{self.pr}/comments"
+        return f"/repos/{self.fork}/{self._api_kind}/{self.pr}/comments"
 
 
 @dataclass

@@ -96,7 +96,3 @@ def find_marker_regions_in_lines(lines: list[str]) -> list[MarkerRegion]:
         )
         i = end + 1
     return regions
-
-
-def has_markers(text: str) -> bool:
-    return bool(find_marker_regions(text))

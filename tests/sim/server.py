@@ -266,10 +266,7 @@ class Simulator:
             record.status = record.status or 0
             raise
         except Exception as exc:
-            log.exception("simulator error on %s %s", request.method, request.path)
-            self.internal_errors.append(f"{request.method} {request.path}: "
-                                        f"{type(exc).__name__}: {exc}")
-            response = self._error(ApiError(500, ERROR_MESSAGES[500]), request_id)
+            response = self._internal_error(request, exc, request_id)
         record.status = response.status
         return response
 
@@ -296,6 +293,14 @@ class Simulator:
                                                                      "Server Error")),
                            request_id)
 
+    def _internal_error(self, request: web.Request, exc: Exception,
+                        request_id: str) -> web.Response:
+        """A simulator bug: recorded for the tests to fail on, answered as GitHub would."""
+        log.exception("simulator error on %s %s", request.method, request.path)
+        self.internal_errors.append(f"{request.method} {request.path}: "
+                                    f"{type(exc).__name__}: {exc}")
+        return self._error(ApiError(500, ERROR_MESSAGES[500]), request_id)
+
     def _error(self, error: ApiError, request_id: str,
                extra: Mapping[str, str] | None = None) -> web.Response:
         headers = {"X-GitHub-Request-Id": request_id, **(extra or {}), **error.headers}
@@ -306,10 +311,7 @@ class Simulator:
         try:
             response = await self._api(request, record, request_id)
         except Exception as exc:  # a simulator bug must still answer like GitHub
-            log.exception("simulator error on %s %s", request.method, request.path)
-            self.internal_errors.append(f"{request.method} {request.path}: "
-                                        f"{type(exc).__name__}: {exc}")
-            response = self._error(ApiError(500, ERROR_MESSAGES[500]), request_id)
+            response = self._internal_error(request, exc, request_id)
         record.status = response.status
         return response
 
