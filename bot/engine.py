@@ -129,6 +129,15 @@ def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str |
          fork_branch: str = "main", workdir: str | Path | None = None,
          progress: Progress | None = None) -> Plan:
     """Compute the sync of ``upstream`` into ``fork``: a dry run that writes nothing to either."""
+    return _plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
+                 config_path=config_path, fork_branch=fork_branch, workdir=workdir,
+                 progress=progress)[0]
+
+
+def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
+          config: Config | None, config_path: str | None, fork_branch: str,
+          workdir: str | Path | None, progress: Progress | None) -> tuple[Plan, Git]:
+    """The plan, and the fork repository it read (``sync`` writes its branch there)."""
     say = progress or (lambda _msg: None)
     wd = Path(workdir) if workdir else default_workdir()
     say("opening repositories")
@@ -167,12 +176,13 @@ def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str |
         say("classifying conflicts")
         classified = Classifier(work, cat, outcome, cfg, translator, window, cutoff,
                                 tip).classify(writer)
-    return Plan(
+    p = Plan(
         upstream_repo=cfg.upstream_repo, upstream_branch=cfg.upstream_branch, cutoff=cutoff,
         tip=tip, ours=ours, window=window, files=classified.files,
         merged_tree=classified.merged_tree, work_git_dir=work.git_dir, fork_branch=fork_branch,
         messages=[m.text for m in outcome.messages if m.kind.startswith("CONFLICT")],
     )
+    return p, fork_git
 
 
 def commit_message(p: Plan) -> str:
@@ -209,10 +219,9 @@ def sync(fork: str, upstream: str, *, branch: str | None = None, from_rev: str |
     fork_path = Path(fork)
     if _URL.match(fork) or not fork_path.exists():
         raise GitError(f"`sync` writes a branch into a local fork repository; {fork} is not one")
-    wd = Path(workdir) if workdir else default_workdir()
-    p = plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
-             config_path=config_path, fork_branch=fork_branch, workdir=wd, progress=progress)
-    fork_git = open_repo(fork, wd, "fork")
+    p, fork_git = _plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
+                        config_path=config_path, fork_branch=fork_branch, workdir=workdir,
+                        progress=progress)
     work = Git(p.work_git_dir)
     branch = branch or f"forksync/sync-{p.cutoff[:10]}-{p.tip[:10]}"
     tree = p.merged_tree

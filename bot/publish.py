@@ -907,18 +907,27 @@ async def _pr_diff(gh: GitHubClient, fork: str, number: int) -> str | None:
         return None
 
 
-async def post_review(gh: GitHubClient, fork: str, number: int, commit: str,
-                      anchored: list[dict[str, Any]], unanchored: int) -> list[str] | None:
-    """Post the one review of ``commit`` (find-or-create); None if it is already there.
-
-    Returns the ids of the items whose comments GitHub rejected with a 422: the review
-    goes out again without them, and the caller lists them in the PR body instead, so
-    a bad anchor never loses the review.
-    """
+async def review_posted(gh: GitHubClient, fork: str, number: int, commit: str) -> bool:
+    """Is the one review of ``commit`` already on the PR (found by its hidden marker)?"""
     marker = review_marker(commit)
     async for review in gh.getiter(f"/repos/{fork}/pulls/{number}/reviews"):
         if marker in (review.get("body") or ""):
-            return None
+            return True
+    return False
+
+
+async def post_review(gh: GitHubClient, fork: str, number: int, commit: str,
+                      anchored: list[dict[str, Any]], unanchored: int, *,
+                      checked: bool = False) -> list[str] | None:
+    """Post the one review of ``commit`` (find-or-create); None if it is already there.
+
+    ``checked`` says the caller has just looked with :func:`review_posted`. Returns the
+    ids of the items whose comments GitHub rejected with a 422: the review goes out
+    again without them, and the caller lists them in the PR body instead, so a bad
+    anchor never loses the review.
+    """
+    if not checked and await review_posted(gh, fork, number, commit):
+        return None
     url = f"/repos/{fork}/pulls/{number}/reviews"
     comments = [review_comment(item) for item in anchored]
     try:
@@ -938,6 +947,8 @@ async def post_review(gh: GitHubClient, fork: str, number: int, commit: str,
 async def _post_review_once(gh: GitHubClient, fork: str, pr: Any, sync: dict[str, Any],
                             plan_json: dict[str, Any], items: list[dict[str, Any]]) -> None:
     number, commit = pr["number"], sync["commit"]
+    if await review_posted(gh, fork, number, commit):
+        return  # before fetching the diff: a resumed run needs neither
     diff = await _pr_diff(gh, fork, number)
     if diff is not None:
         anchored, unanchored = split_anchored(items, diff)
@@ -946,9 +957,8 @@ async def _post_review_once(gh: GitHubClient, fork: str, pr: Any, sync: dict[str
         anchored = [i for i in items if i["id"] not in known]
         unanchored = [i for i in items if i["id"] in known]
     listed = set(sync.get("unanchored", []))
-    rejected = await post_review(gh, fork, number, commit, anchored, len(unanchored))
-    if rejected is None:
-        return
+    rejected = await post_review(gh, fork, number, commit, anchored, len(unanchored),
+                                 checked=True) or []
     sync["unanchored"] = [i["id"] for i in unanchored] + rejected
     if set(sync["unanchored"]) != listed:
         current = await gh.getitem(f"/repos/{fork}/pulls/{number}")
