@@ -30,8 +30,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gidgethub import BadRequest
-
 from . import remote, rerere
 from .commands import (
     Answer,
@@ -49,6 +47,7 @@ from .commands import (
 from .context import JobContext, JobHandler
 from .errors import ForksyncError
 from .git import CatFile, Git, TreeWriter
+from .github import get_or_none
 from .publish import (
     CONFIG_PATH,
     Remaining,
@@ -226,12 +225,11 @@ JOBS: dict[str, JobHandler] = {COMMAND_JOB: run_command}
 
 async def has_write_access(gh: Any, fork: str, user: str) -> bool:
     """Whether ``user`` may push to ``fork`` (admin, maintain or write)."""
-    try:
-        data = await gh.getitem(f"/repos/{fork}/collaborators/{user}/permission")
-    except BadRequest as exc:
-        if exc.status_code in (403, 404):  # not a collaborator, or no such user
-            return False
-        raise
+    # 403 or 404: not a collaborator, or no such user.
+    data = await get_or_none(gh, f"/repos/{fork}/collaborators/{user}/permission",
+                             missing=(403, 404))
+    if data is None:
+        return False
     roles = {str(data.get("permission") or ""), str(data.get("role_name") or "")}
     return bool(roles & WRITE_PERMISSIONS)
 

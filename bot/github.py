@@ -29,9 +29,10 @@ import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import aiohttp
-from gidgethub import GitHubBroken, RateLimitExceeded, sansio
+from gidgethub import BadRequest, GitHubBroken, RateLimitExceeded, sansio
 from gidgethub.aiohttp import GitHubAPI
 
 log = logging.getLogger(__name__)
@@ -245,6 +246,16 @@ def static_provider(token: str) -> TokenProvider:
     return provide
 
 
+async def get_or_none(gh: Any, url: str, *, missing: tuple[int, ...] = (404,)) -> Any | None:
+    """``gh.getitem(url)``, or None when GitHub answers one of ``missing`` (no such thing)."""
+    try:
+        return await gh.getitem(url)
+    except BadRequest as exc:
+        if int(exc.status_code) in missing:
+            return None
+        raise
+
+
 def client_error_message(exc: BaseException) -> str:
     """One line for a user: GitHub's own message when it gave one."""
     status = getattr(exc, "status_code", None)
@@ -252,5 +263,5 @@ def client_error_message(exc: BaseException) -> str:
     return f"GitHub API error {int(status)}: {text}" if status is not None else text
 
 
-__all__ = ["GitHubClient", "TokenProvider", "WriteLimiter", "client_error_message",
+__all__ = ["GitHubClient", "TokenProvider", "WriteLimiter", "client_error_message", "get_or_none",
            "static_provider"]

@@ -7,12 +7,12 @@ them is safe to run twice (the queue retries after crashes and lost leases).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import remote
+from .command_jobs import JOBS as COMMAND_JOBS
 from .context import JobContext
 from .followup import rescan
 from .publish import load_fork_state, publish_sync
@@ -88,19 +88,7 @@ async def poll_job(ctx: JobContext, payload: dict[str, Any]) -> None:
         await enqueue_sync(ctx, fork, installation_id, reason=head)
 
 
-def _command_jobs() -> dict[str, JobFn]:
-    """The slash commands' jobs (``bot.command_jobs.JOBS``), when that module is present."""
-    try:
-        module = importlib.import_module("bot.command_jobs")
-    except ModuleNotFoundError as exc:
-        if exc.name != "bot.command_jobs":
-            raise
-        return {}
-    jobs: dict[str, JobFn] = dict(getattr(module, "JOBS", {}))
-    return jobs
-
-
-JOBS: dict[str, JobFn] = {**_command_jobs(), SYNC: sync_job, RESCAN: rescan_job, POLL: poll_job}
+JOBS: dict[str, JobFn] = {**COMMAND_JOBS, SYNC: sync_job, RESCAN: rescan_job, POLL: poll_job}
 
 __all__ = ["JOBS", "POLL", "RESCAN", "SYNC", "enqueue_rescan", "enqueue_sync", "poll_job",
            "rescan_job", "sync_dedup", "sync_job"]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gidgethub import BadRequest, routing, sansio
+from gidgethub import routing, sansio
 
 from bot.command_jobs import COMMAND_JOB, REVIEW_COMMENT, CommandRequest
 from bot.commands import command_lines
 from bot.context import JobContext
+from bot.github import get_or_none
 from bot.publish import is_sync_branch, load_fork_state
 
 router = routing.Router()
@@ -76,13 +77,8 @@ async def _is_sync_pr(ctx: JobContext, fork: str, number: int) -> bool:
         return True
     # The state may not know it (an older sync PR, or state lost): ask for the head branch.
     gh = await ctx.gh_for(ctx.installation_id)
-    try:
-        pull = await gh.getitem(f"/repos/{fork}/pulls/{number}")
-    except BadRequest as exc:
-        if exc.status_code == 404:
-            return False
-        raise
-    return _own_sync_branch(pull, fork)
+    pull = await get_or_none(gh, f"/repos/{fork}/pulls/{number}")
+    return pull is not None and _own_sync_branch(pull, fork)
 
 
 def _own_sync_branch(pull: dict[str, Any], fork: str) -> bool:

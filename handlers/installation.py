@@ -11,10 +11,11 @@ import asyncio
 import base64
 from typing import Any
 
-from gidgethub import BadRequest, routing, sansio
+from gidgethub import routing, sansio
 
 from bot.context import JobContext
 from bot.errors import ForksyncError
+from bot.github import get_or_none
 from bot.jobs import enqueue_sync
 from bot.publish import (
     CONFIG_PATH,
@@ -43,12 +44,9 @@ def _config_upstream(content: dict[str, Any]) -> tuple[str, str] | None:
 async def register_fork(ctx: JobContext, full_name: str, installation_id: int) -> bool:
     """Record a fork and queue its first sync; False if the repository has no config."""
     gh = await ctx.gh_for(installation_id)
-    try:
-        content = await gh.getitem(f"/repos/{full_name}/contents/{CONFIG_PATH}")
-    except BadRequest as exc:
-        if exc.status_code == 404:
-            return False
-        raise
+    content = await get_or_none(gh, f"/repos/{full_name}/contents/{CONFIG_PATH}")
+    if content is None:
+        return False
     state = await asyncio.to_thread(load_fork_state, ctx.store, full_name)
     state["installation_id"] = installation_id
     upstream = _config_upstream(content) if isinstance(content, dict) else None
