@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.markers import find_marker_regions  # noqa: E402
+from bot.engine.markers import find_marker_regions  # noqa: E402
 from tests.factory import make_large  # noqa: E402
 from tests.sim import Simulator  # noqa: E402
 from tests.test_e2e import FORK, UPSTREAM, Bot, World, build_scenario  # noqa: E402

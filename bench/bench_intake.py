@@ -1,6 +1,6 @@
 """Webhook intake under load: N concurrent signed deliveries against a real server.
 
-Runs ``bot.server.make_app`` in its own process on 127.0.0.1 with a real SQLite
+Runs ``bot.app.server.make_app`` in its own process on 127.0.0.1 with a real SQLite
 store (WAL, synchronous=FULL) in a temporary directory, fires the deliveries at
 once from this process, and prints client-side p50/p99/max latency (what GitHub
 would see, queueing included), the server's own time per request, and how many
@@ -34,9 +34,9 @@ from gidgethub import routing
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.server import make_app  # noqa: E402
-from bot.settings import Settings  # noqa: E402
-from bot.store import Store  # noqa: E402
+from bot.app.server import make_app  # noqa: E402
+from bot.app.settings import Settings  # noqa: E402
+from bot.app.store import Store  # noqa: E402
 
 SECRET = "bench-secret"
 

@@ -165,7 +165,7 @@ class Result:
 
 
 def bench_one(p: Prepared, runs: int, say: Callable[[str], None]) -> Result:
-    from bot.engine import plan
+    from bot.engine.pipeline import plan
 
     def run_plan() -> object:
         return plan(str(p.repos.fork), str(p.repos.upstream), workdir=str(p.workdir))

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .errors import ForksyncError
+from bot import __version__
+from bot.errors import ForksyncError
 
 EXIT_INTERRUPTED = 130
 
@@ -96,33 +96,36 @@ def _plan_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "check-config":
-        from .config import load_config_file
+        from bot.engine.config import load_config_file
 
         cfg = load_config_file(args.file)
         print(f"{args.file}: ok (upstream {cfg.upstream_repo}@{cfg.upstream_branch}, "
               f"{len(cfg.translate.replace)} replace rules, {len(cfg.policies)} policies)")
         return 0
     if args.command == "serve":
-        from .server import run_server
-        from .settings import Settings
+        import handlers
+        from bot.app.server import run_server
+        from bot.app.settings import Settings
+        from bot.sync.jobs import JOBS
 
-        run_server(Settings.from_env(os.environ))
+        # The composition root: the App's server gets the webhook handlers and the jobs.
+        run_server(Settings.from_env(os.environ), router=handlers.router, jobs=JOBS)
         return 0
-    from .report import human_summary, render_json, render_markdown
+    from bot.engine.report import human_summary, render_json, render_markdown
 
     progress = _Progress(not args.quiet and sys.stderr.isatty())
     try:
         if args.command == "plan":
-            from .engine import plan
+            from bot.engine.pipeline import plan
 
             p = plan(args.fork, args.upstream, progress=progress, **_plan_kwargs(args))
             branch = None
         else:
             if args.publish:
-                from .publish import publish_from_cli
+                from bot.sync.publish import publish_from_cli
 
                 return publish_from_cli(args)
-            from .engine import sync
+            from bot.engine.pipeline import sync
 
             result = sync(args.fork, args.upstream, branch=args.branch, progress=progress,
                           **_plan_kwargs(args))

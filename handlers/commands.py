@@ -3,7 +3,7 @@
 Commands come as comments in the PR's conversation (``issue_comment``) or as replies in
 a review thread (``pull_request_review_comment``), where the bot's suggestion comments
 invite ``/sync answer Qn ...``. The handlers only decide whether a comment is for us;
-the job (``bot.command_jobs``) checks permission, runs the commands, reacts and replies.
+the job (``bot.sync.commands.jobs``) checks permission, runs the commands, reacts and replies.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 
 from gidgethub import routing, sansio
 
-from bot.command_jobs import COMMAND_JOB, REVIEW_COMMENT, CommandRequest
-from bot.commands import command_lines
-from bot.context import JobContext
-from bot.github import get_or_none
-from bot.publish import is_sync_branch, load_fork_state
+from bot.app.context import JobContext
+from bot.github.client import get_or_none
+from bot.sync.commands.jobs import COMMAND_JOB, REVIEW_COMMENT, CommandRequest
+from bot.sync.commands.parse import command_lines
+from bot.sync.publish import is_sync_branch, load_fork_state
 
 router = routing.Router()
 

@@ -13,25 +13,25 @@ from typing import Any
 
 from gidgethub import routing, sansio
 
-from bot.context import JobContext
+from bot.app.context import JobContext
+from bot.app.store import Store
 from bot.errors import ForksyncError
-from bot.github import get_or_none
-from bot.jobs import enqueue_sync
-from bot.publish import (
+from bot.github.client import get_or_none
+from bot.sync.jobs import enqueue_sync
+from bot.sync.publish import (
     CONFIG_PATH,
     STATE_PREFIX,
     fork_state_key,
     load_fork_state,
     save_fork_state,
 )
-from bot.store import Store
 
 router = routing.Router()
 
 
 def _config_upstream(content: dict[str, Any]) -> tuple[str, str] | None:
     """The upstream repo and branch named by the config file, or None if it has errors."""
-    from bot.config import load_config
+    from bot.engine.config import load_config
 
     try:
         text = base64.b64decode(content.get("content", "")).decode("utf-8", "replace")

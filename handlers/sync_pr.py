@@ -10,9 +10,9 @@ from typing import Any
 
 from gidgethub import routing, sansio
 
-from bot.context import JobContext
-from bot.jobs import enqueue_rescan, enqueue_sync
-from bot.publish import CHECK_NAME, is_sync_branch, load_fork_state
+from bot.app.context import JobContext
+from bot.sync.jobs import enqueue_rescan, enqueue_sync
+from bot.sync.publish import CHECK_NAME, is_sync_branch, load_fork_state
 
 router = routing.Router()
 

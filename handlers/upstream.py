@@ -12,9 +12,9 @@ import asyncio
 
 from gidgethub import routing, sansio
 
-from bot.context import JobContext
-from bot.jobs import enqueue_sync
-from bot.publish import forks_following
+from bot.app.context import JobContext
+from bot.sync.jobs import enqueue_sync
+from bot.sync.publish import forks_following
 
 router = routing.Router()
 

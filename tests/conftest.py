@@ -19,8 +19,8 @@ import pytest
 import uritemplate
 from gidgethub import BadRequest, sansio
 
-from bot.settings import Settings
-from bot.store import Store
+from bot.app.settings import Settings
+from bot.app.store import Store
 
 SAMPLES = Path(__file__).parent / "samples"
 WRITE_METHODS = ("POST", "PATCH", "PUT", "DELETE")
@@ -171,7 +171,7 @@ class FakeGH:
 
 @dataclass
 class FakeContext:
-    """What ``bot.context.JobContext`` offers a handler or job, around one FakeGH.
+    """What ``bot.app.context.JobContext`` offers a handler or job, around one FakeGH.
 
     ``enqueue`` goes to a real ``Store`` (so dedup behaves as in production) and is
     also listed in ``enqueued``.

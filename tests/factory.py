@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from bot.config import EXAMPLE_CONFIG, load_config
-from bot.git import clean_env
-from bot.translate import Translator
+from bot.engine.config import EXAMPLE_CONFIG, load_config
+from bot.engine.git import clean_env
+from bot.engine.translate import Translator
 
 # --------------------------------------------------------------------------- file specs
 

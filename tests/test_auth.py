@@ -15,7 +15,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bot.auth import AppAuth, AuthError, StaticToken
+from bot.github.auth import AppAuth, AuthError, StaticToken
 
 APP_ID = 1234
 

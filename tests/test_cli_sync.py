@@ -106,7 +106,7 @@ def test_check_config_ok_and_error(tmp_path: Path, scenario: Scenario) -> None:
 
 
 def test_whole_file_items_carry_each_sides_entry(tmp_path: Path) -> None:
-    from bot.engine import plan
+    from bot.engine.pipeline import plan
 
     s = Scenario(tmp_path / "repos")
     s.upstream_pr(4, "Add model", "alice",

@@ -16,8 +16,13 @@ from typing import Any
 
 import pytest
 
-from bot import publish, remote
-from bot.command_jobs import (
+from bot.app.settings import Settings
+from bot.app.store import Store
+from bot.engine.git import BOT_NAME, Git
+from bot.engine.rerere import has_markers, parse_regions
+from bot.github import remote
+from bot.sync import publish
+from bot.sync.commands.jobs import (
     JOBS,
     TRAILER,
     _commit_files,
@@ -26,12 +31,8 @@ from bot.command_jobs import (
     run_command,
     validate_answer,
 )
-from bot.commands import USAGE
-from bot.git import BOT_NAME, Git
-from bot.publish import load_fork_state, save_fork_state, save_plan, sync_branch_name
-from bot.rerere import has_markers, parse_regions
-from bot.settings import Settings
-from bot.store import Store
+from bot.sync.commands.parse import USAGE
+from bot.sync.publish import load_fork_state, save_fork_state, save_plan, sync_branch_name
 from handlers.commands import router as commands_router
 from tests.conftest import FakeContext, FakeGH, sample_event
 from tests.factory import PLAIN_CONFIG, Scenario, git, git_text
@@ -119,7 +120,7 @@ def _pull(live_head: str, branch: str) -> dict[str, Any]:
 
 @pytest.fixture
 def live(tmp_path: Path, fake_store: Store, fake_gh: FakeGH) -> Live:
-    from bot.engine import sync as engine_sync
+    from bot.engine.pipeline import sync as engine_sync
 
     s = Scenario(tmp_path / "repos", config=PLAIN_CONFIG)
     s.upstream_pr(10, "Add calc", "alice", files={"slime/calc.py": BASE,
@@ -238,7 +239,7 @@ async def test_a_retry_finds_the_reply_it_posted_before_crashing(live: Live) -> 
 
 async def test_an_unexpected_failure_is_retried_then_reported(
         live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.command_jobs as command_jobs
+    import bot.sync.commands.jobs as command_jobs
 
     def broken(*_a: Any) -> str:
         raise KeyError("plan_file")
@@ -496,7 +497,7 @@ async def test_resolve_a_path_that_is_not_conflicted(live: Live) -> None:
 
 async def test_resolve_never_overwrites_a_push_it_did_not_see(
         live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.command_jobs as command_jobs
+    import bot.sync.commands.jobs as command_jobs
 
     real = command_jobs._commit_files
     raced: list[str] = []
@@ -650,7 +651,7 @@ async def test_a_branch_with_only_the_bots_commits_is_replaced(
 
 async def test_a_retry_after_the_push_only_finishes_the_job(
         live: Live, no_check_runs: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.command_jobs as command_jobs
+    import bot.sync.commands.jobs as command_jobs
 
     live.scenario.upstream_pr(12, "Docs", "carol", files={"README.md": "slime docs\n"})
     _update_upstream_remote(live)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands import (
+from bot.sync.commands.parse import (
     USAGE,
     Answer,
     CommandError,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from bot.rerere import has_markers, parse_regions
+from bot.engine.rerere import has_markers, parse_regions
 from tests import test_e2e
 from tests.sim import fixtures as sim_fixtures
 from tests.test_e2e import FORK, UPSTREAM, A, B, World, edit, table

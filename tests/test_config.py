@@ -15,8 +15,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot import config as config_module
-from bot.config import (
+from bot.engine import config as config_module
+from bot.engine.config import (
     CONFIG_PATH,
     EXAMPLE_CONFIG,
     Config,

@@ -26,8 +26,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.markers import find_marker_regions, split_lines
-from bot.report import BEGIN, END
+from bot.engine.markers import find_marker_regions, split_lines
+from bot.engine.report import BEGIN, END
 from tests.factory import PLAIN_CONFIG, Scenario
 from tests.sim import Simulator, github_sim, signature  # noqa: F401 - github_sim is a fixture
 

@@ -53,7 +53,7 @@ def synced(tmp_path: Path, config: str = PLAIN_CONFIG) -> Scenario:
 
 def check_bad_input(tmp_path: Path, s: Scenario, case: Case) -> str:
     """Run ``case`` through the API and the CLI; return the API's message."""
-    from bot.engine import plan
+    from bot.engine.pipeline import plan
     from bot.errors import ForksyncError
 
     before = (refs_snapshot(s.fork_git), object_count(s.fork_git))

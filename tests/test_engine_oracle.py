@@ -72,7 +72,7 @@ def scenario(tmp_path: Path, files: dict[str, Any] | None = None) -> Scenario:
 
 
 def run_plan(s: Scenario, tmp_path: Path, **kw: Any) -> Any:
-    from bot.engine import plan
+    from bot.engine.pipeline import plan
 
     return plan(str(s.fork_dir), str(s.upstream_dir), workdir=str(tmp_path / "work"), **kw)
 
@@ -535,7 +535,7 @@ def test_bare_fork_and_file_url_upstream_give_the_same_merge(tmp_path: Path) -> 
     s.fork_commit("Fork", {"vime/core.py": edit(s.fork_file("vime/core.py").decode(), 6, "f")})
     s.upstream_pr(11, "Upstream", "bob", files={"slime/core.py": edit(base, 6, "u"),
                                                 "slime/extra.py": lines(3)})
-    from bot.engine import plan
+    from bot.engine.pipeline import plan
 
     by_path = run_plan(s, tmp_path)
     by_url = plan(str(s.fork_bare), s.upstream_dir.as_uri(), workdir=str(tmp_path / "w2"))
@@ -546,7 +546,7 @@ def test_bare_fork_and_file_url_upstream_give_the_same_merge(tmp_path: Path) -> 
 
 
 def test_sync_writes_the_merge_as_a_new_branch(tmp_path: Path) -> None:
-    from bot.engine import sync
+    from bot.engine.pipeline import sync
 
     base = lines(12)
     s = scenario(tmp_path, {"slime/core.py": base})
@@ -634,7 +634,7 @@ def test_random_windows_match_git(ops: list[tuple[str, str]], add_clash: bool) -
 
 def test_synthetic_window_of_150_files_matches_git(tmp_path: Path) -> None:
     """The benchmark's window (48 PRs, 150 files, 45 forked) in a small repository."""
-    from bot.engine import plan
+    from bot.engine.pipeline import plan
 
     r = make_large(tmp_path / "large", 800)
     p = plan(str(r.fork), str(r.upstream), workdir=str(tmp_path / "work"))

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from bot.followup import classify_resolution, rescan, resolution_text, scan
-from bot.markers import find_marker_regions, split_lines
-from bot.publish import load_fork_state, load_plan, publish_sync
+from bot.engine.markers import find_marker_regions, split_lines
+from bot.sync.followup import classify_resolution, rescan, resolution_text, scan
+from bot.sync.publish import load_fork_state, load_plan, publish_sync
 from tests.conftest import FakeContext
 from tests.factory import Scenario, make_demo
 from tests.test_publish import FORK, UPSTREAM, Hub, git
@@ -219,9 +219,9 @@ async def test_rescan_of_a_pr_that_is_not_the_sync_pr_does_nothing(
 
 
 def test_residue_counts_only_in_lines_people_changed() -> None:
-    from bot.config import load_config
-    from bot.followup import residue_remaining
-    from bot.translate import Translator
+    from bot.engine.config import load_config
+    from bot.engine.translate import Translator
+    from bot.sync.followup import residue_remaining
     from tests.factory import DEFAULT_CONFIG
 
     translator = Translator(load_config(DEFAULT_CONFIG, ".github/forksync.yml").translate)
@@ -262,7 +262,7 @@ async def test_a_lost_plan_is_reported_on_the_head_not_raised(published: Publish
 
 
 def test_the_title_follows_the_count_but_never_overwrites_peoples_own() -> None:
-    from bot.publish import pr_title, retitle
+    from bot.sync.publish import pr_title, retitle
 
     plan = {"upstream": {"repo": UPSTREAM}, "window_label": "#1..#4",
             "summary": {"status": {"conflict": 2}}}

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from gidgethub import BadRequest, GitHubBroken, RateLimitExceeded
 
-from bot.github import GitHubClient, WriteLimiter, static_provider
+from bot.github.client import GitHubClient, WriteLimiter, static_provider
 
 TOKEN = "ghs_" + "a" * 36
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.markers import find_marker_regions
+from bot.engine.markers import find_marker_regions
 
 DIFF3 = """a
 <<<<<<< ours

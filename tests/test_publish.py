@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from gidgethub import BadRequest
 
-from bot.publish import (
+from bot.engine.report import BEGIN, END
+from bot.sync.publish import (
     MAX_ANNOTATIONS,
     Remaining,
     anchorable,
@@ -37,7 +38,6 @@ from bot.publish import (
     sync_branch_name,
     upsert_check_run,
 )
-from bot.report import BEGIN, END
 from tests.conftest import FakeContext, FakeGH, Request
 from tests.factory import Scenario, make_demo
 
@@ -505,7 +505,7 @@ async def test_a_crash_during_the_review_resumes_with_the_open_pr(world: World) 
 
 async def test_the_schedule_queues_a_sync_only_when_upstream_moved(
         world: World, tmp_path: Path) -> None:
-    from bot.jobs import SYNC, poll_job
+    from bot.sync.jobs import SYNC, poll_job
 
     await publish_sync(world.ctx, FORK, 1)
     await poll_job(world.ctx, {"fork": FORK, "installation_id": 1})
@@ -608,9 +608,9 @@ async def test_a_diff_too_large_to_render_is_read_from_the_file_patches(world: W
 
 async def test_a_report_too_long_for_the_body_is_committed_and_linked(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.engine
+    import bot.engine.pipeline
 
-    monkeypatch.setattr(bot.engine, "needs_overflow", lambda plan: True)
+    monkeypatch.setattr(bot.engine.pipeline, "needs_overflow", lambda plan: True)
     result = await publish_sync(world.ctx, FORK, 1)
     sync = load_fork_state(world.ctx.store, FORK)["sync"]
     path = sync["report_url"].split(f"/blob/{result.commit}/", 1)[1]
@@ -621,7 +621,7 @@ async def test_a_report_too_long_for_the_body_is_committed_and_linked(
 
 def test_publish_from_the_cli_needs_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:
     from bot.errors import ForksyncError
-    from bot.publish import publish_from_cli
+    from bot.sync.publish import publish_from_cli
 
     monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
     with pytest.raises(ForksyncError, match="GITHUB_REPOSITORY"):

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from bot.engine.git import Git, clean_env
 from bot.errors import GitError
-from bot.git import Git, clean_env
-from bot.remote import (
+from bot.github.remote import (
     PushRejected,
     auth_env,
     ensure_mirror,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from bot.markers import find_marker_regions
-from bot.report import (
+from bot.engine.markers import find_marker_regions
+from bot.engine.report import (
     BEGIN,
     BODY_LIMIT,
     END,
@@ -107,7 +107,7 @@ def test_check_output_counts_markers_and_decisions() -> None:
 
 
 def test_plan_json_roundtrip_is_stable() -> None:
-    from bot.model import plan_from_json
+    from bot.engine.model import plan_from_json
 
     plan = _plan()
     plan["merged_tree"] = "d" * 40

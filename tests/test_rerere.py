@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.rerere import (
+from bot.engine.rerere import (
     has_markers,
     hunk_key,
     parse_regions,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bot.config import load_config
-from bot.residue import find_residue
-from bot.translate import Translator
+from bot.engine.config import load_config
+from bot.engine.residue import find_residue
+from bot.engine.translate import Translator
 from tests.factory import DEFAULT_CONFIG
 
 

@@ -22,19 +22,19 @@ import pytest
 from aiohttp import web
 from gidgethub import routing, sansio
 
-from bot.auth import AppAuth, StaticToken
-from bot.context import JobContext, Platform
-from bot.git import Git, clean_env
-from bot.remote import ensure_mirror, fetch, push_with_lease
-from bot.server import (
+from bot.app.context import JobContext, Platform
+from bot.app.server import (
     UnknownJobKind,
     WorkerPool,
     make_app,
     make_dispatcher,
     schedule_polls,
 )
-from bot.settings import Settings
-from bot.store import DEAD, DONE, QUEUED, Store
+from bot.app.settings import Settings
+from bot.app.store import DEAD, DONE, QUEUED, Store
+from bot.engine.git import Git, clean_env
+from bot.github.auth import AppAuth, StaticToken
+from bot.github.remote import ensure_mirror, fetch, push_with_lease
 from tests.sim import Simulator, github_sim
 
 __all__ = ["github_sim"]  # the simulator fixture, used by the last tests
@@ -549,7 +549,7 @@ def test_run_server_serves_and_exits_cleanly_on_sigterm(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FORKSYNC_WEBHOOK_SECRET": SECRET,
            "FORKSYNC_TOKEN": "t0k3n-for-tests", "FORKSYNC_DATA_DIR": str(tmp_path),
            "FORKSYNC_HOST": "127.0.0.1", "FORKSYNC_PORT": str(port)}
-    proc = subprocess.Popen([sys.executable, "-m", "bot.server"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=ROOT, env=env,
                             stderr=subprocess.PIPE)
     try:
         import urllib.request
@@ -586,7 +586,7 @@ def test_serve_refuses_to_start_without_a_webhook_secret(tmp_path: Path) -> None
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FORKSYNC_", "GITHUB_"))}
     env.update({"PYTHONPATH": str(ROOT), "FORKSYNC_TOKEN": "x",
                 "FORKSYNC_DATA_DIR": str(tmp_path)})
-    proc = subprocess.run([sys.executable, "-m", "bot.server"], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", "serve"], cwd=ROOT, env=env,
                           capture_output=True, timeout=30)
     assert proc.returncode == 2
     assert b"FORKSYNC_WEBHOOK_SECRET" in proc.stderr and b"Traceback" not in proc.stderr
@@ -669,7 +669,7 @@ async def test_app_mode_client_against_the_simulator(sim: Simulator, tmp_path: P
         await gh.getitem("/repos/{owner}/{repo}", {"owner": "acme", "repo": "fork"})
         assert isinstance(platform.auth, AppAuth) and platform.auth.tokens_minted == 2
 
-        # git with the same installation token, through bot.remote
+        # git with the same installation token, through bot.github.remote
         token = await ctx.git_token_for()
         mirror = ensure_mirror(settings.cache_dir, "acme/fork")
         url = f"{sim.git_base}/acme/fork.git"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.app.settings import DEFAULT_MAX_BODY_BYTES, Settings, SettingsError
 from bot.errors import ForksyncError
-from bot.settings import DEFAULT_MAX_BODY_BYTES, Settings, SettingsError
 
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----"
 
@@ -92,7 +92,7 @@ def test_server_needs_a_webhook_secret() -> None:
 
 
 def test_queue_timings_are_settings_with_clear_errors() -> None:
-    from bot.settings import Settings, SettingsError
+    from bot.app.settings import Settings, SettingsError
 
     base = {"FORKSYNC_WEBHOOK_SECRET": "s", "FORKSYNC_TOKEN": "t"}
     s = Settings.from_env({**base, "FORKSYNC_JOB_LEASE_SECONDS": "2.5",

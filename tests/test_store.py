@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import DEAD, DONE, QUEUED, RUNNING, Store
+from bot.app.store import DEAD, DONE, QUEUED, RUNNING, Store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -198,8 +198,8 @@ def _run_at(store: Store, job_id: int) -> float:
 
 WORKER = textwrap.dedent("""
     import asyncio, os, sys
-    from bot.store import Store
-    from bot.server import WorkerPool
+    from bot.app.store import Store
+    from bot.app.server import WorkerPool
 
     db, marker, mode = sys.argv[1], sys.argv[2], sys.argv[3]
     store = Store(db, lease_seconds=1.0)

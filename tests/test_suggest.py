@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.model import Tier
-from bot.suggest import propose
+from bot.engine.model import Tier
+from bot.engine.suggest import propose
 
 
 def test_both_sides_add_distinct_imports_is_settled_union() -> None:

@@ -9,16 +9,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bot import config as config_module
-from bot.config import EXAMPLE_CONFIG, PathRule, Rule, TranslateConfig, load_config
-from bot.errors import ConfigError
-from bot.translate import (
+from bot.engine import config as config_module
+from bot.engine.config import EXAMPLE_CONFIG, PathRule, Rule, TranslateConfig, load_config
+from bot.engine.translate import (
     MAX_TEXT_BYTES,
     RuleTimeoutError,
     Translator,
     _Entry,
     _Scanner,
 )
+from bot.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

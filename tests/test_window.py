@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.engine.git import Git
+from bot.engine.window import check_ancestry, find_cutoff, list_window, resolve_rev
 from bot.errors import GitError, WindowError
-from bot.git import Git
-from bot.window import check_ancestry, find_cutoff, list_window, resolve_rev
 from tests.factory import Scenario
 
 

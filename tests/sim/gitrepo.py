@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from bot.git import clean_env
+from bot.engine.git import clean_env
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 ZERO_SHA = "0" * 40

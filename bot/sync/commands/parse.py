@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from .errors import ForksyncError
+from bot.errors import ForksyncError
 
 Side: TypeAlias = Literal["ours", "theirs", "suggested"]
 SIDES: tuple[Side, ...] = ("ours", "theirs", "suggested")

@@ -19,10 +19,10 @@ from typing import Any
 
 import aiohttp
 
-from .auth import AppAuth, StaticToken, TokenSource
-from .github import GitHubClient, WriteLimiter
-from .settings import Settings
-from .store import Job, Store
+from bot.app.settings import Settings
+from bot.app.store import Job, Store
+from bot.github.auth import AppAuth, StaticToken, TokenSource
+from bot.github.client import GitHubClient, WriteLimiter
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ class JobContext:
         return None
 
     async def git_token_for(self, installation_id: int | None = None) -> str:
-        """The token for git over HTTPS (``bot.remote``): the same one the REST client uses."""
+        """The token for git over HTTPS (``bot.github.remote``), the same as the REST client's."""
         return await self.platform.auth.token_for(
             installation_id if installation_id is not None else self.installation_id)
 

@@ -9,7 +9,7 @@ Commands that change the sync branch (``resolve``, ``answer`` on a conflict regi
 ``extend``, ``refresh``) commit as the bot on top of the head they just read and push
 with a lease on that head, so they never overwrite a push they did not see. The push
 then triggers the normal rescan. ``extend`` and ``refresh`` first record every
-resolution people made (``bot.rerere``), make a new commit 1, replay the resolutions
+resolution people made (``bot.engine.rerere``), make a new commit 1, replay the resolutions
 onto it in a second commit, and carry over people's other edits with a 3-way file
 merge, so no human work is lost. If people pushed commits, that second commit also
 has the old head as a parent: the push is then a fast-forward and their commits stay
@@ -30,8 +30,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import remote, rerere
-from .commands import (
+from bot.app.context import JobContext, JobHandler
+from bot.engine import rerere
+from bot.engine.git import CatFile, Git, TreeWriter
+from bot.errors import ForksyncError
+from bot.github import remote
+from bot.github.client import get_or_none
+from bot.sync.commands.parse import (
     Answer,
     Command,
     CommandError,
@@ -44,11 +49,7 @@ from .commands import (
     help_text,
     parse_comment,
 )
-from .context import JobContext, JobHandler
-from .errors import ForksyncError
-from .git import CatFile, Git, TreeWriter
-from .github import get_or_none
-from .publish import (
+from bot.sync.publish import (
     CONFIG_PATH,
     Remaining,
     clone_url,
@@ -417,7 +418,7 @@ class _Runner:
                 == 0:
             return True
         upstream = self.state.get("upstream")
-        # The engine's scratch repositories (see bot.engine.work_repo) hold translated blobs.
+        # The engine's scratch repositories (pipeline.work_repo) hold translated blobs.
         candidates = [str(p) for p in sorted((self.ctx.settings.data_dir / "work" / "work")
                                              .glob("*.git"))]
         if upstream:
@@ -512,9 +513,9 @@ class _Runner:
 
     async def rebuild(self, command: Extend | Refresh) -> str:
         """Redo the merge (new tip or newer fork main) and replay every resolution made."""
-        from .config import load_config
-        from .engine import sync as engine_sync
-        from .window import resolve_rev
+        from bot.engine.config import load_config
+        from bot.engine.pipeline import sync as engine_sync
+        from bot.engine.window import resolve_rev
 
         sync = self.sync
         old_plan = load_plan(sync)
@@ -653,7 +654,7 @@ class _Runner:
         plan_json = load_plan(sync)
         git = Git(await asyncio.to_thread(remote.ensure_mirror, self.ctx.cache_dir,
                                           self.req.fork))
-        from .followup import scan
+        from bot.sync.followup import scan
 
         paths = [f["path"] for f in plan_json.get("files", [])]
         commit_files = await asyncio.to_thread(_read_many, git, sync["commit"], paths)
@@ -750,7 +751,7 @@ class _Runner:
     async def patch_pr(self, pull: dict[str, Any], section: str, *,
                        title: str | None = None) -> None:
         """Rewrite only the bot's section of the body (and the title); no request if unchanged."""
-        from .report import BODY_LIMIT, merge_body
+        from bot.engine.report import BODY_LIMIT, merge_body
 
         old = pull.get("body") or ""
         data: dict[str, Any] = {}
@@ -965,7 +966,7 @@ def _commit_with_trailer(git: Git, head: str, tag: str) -> str | None:
 def _commit_files(git: Git, parent: str, files: dict[str, str | None], message: str, *,
                   date: str | None = None, extra_parents: Iterable[str] = ()) -> str:
     """A commit on ``parent`` with some files replaced (None: deleted); modes are kept."""
-    from .merge import Entry, edit_tree
+    from bot.engine.merge import Entry, edit_tree
 
     names = [p for p, text in files.items() if text is not None]
     oids = dict(zip(names, git.hash_blobs([_encode(files[p] or "") for p in names]),
@@ -987,7 +988,7 @@ def _commit_files(git: Git, parent: str, files: dict[str, str | None], message: 
 def _commit_entry(git: Git, parent: str, path: str, entry: dict[str, str] | None,
                   message: str) -> str | None:
     """A commit on ``parent`` with ``path`` set to ``entry`` (None: deleted); None if no change."""
-    from .merge import Entry, edit_tree
+    from bot.engine.merge import Entry, edit_tree
 
     root = git.text("rev-parse", f"{parent}^{{tree}}").strip()
     with CatFile(git) as cat, TreeWriter(git) as writer:

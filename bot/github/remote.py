@@ -20,8 +20,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import GitError
-from .git import Git, mask_secrets
+from bot.engine.git import Git, mask_secrets
+from bot.errors import GitError
 
 ZERO_SHA = "0" * 40
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")

@@ -19,8 +19,8 @@ import aiohttp
 from gidgethub import BadRequest
 from gidgethub.apps import get_jwt
 
-from .errors import ForksyncError
-from .github import GitHubClient
+from bot.errors import ForksyncError
+from bot.github.client import GitHubClient
 
 TOKEN_REFRESH_MARGIN = 5 * 60  # seconds before expires_at that a cached token is renewed
 JWT_LIFETIME = 9 * 60  # from the backdated iat: GitHub allows at most 10 minutes

@@ -51,14 +51,14 @@ from gidgethub import BadRequest
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
-from . import remote
-from .auth import AuthError
-from .context import JobContext
-from .errors import ForksyncError, GitError
-from .git import CatFile, Git
-from .github import GitHubClient
-from .settings import Settings
-from .store import Store
+from bot.app.context import JobContext
+from bot.app.settings import Settings
+from bot.app.store import Store
+from bot.engine.git import CatFile, Git
+from bot.errors import ForksyncError, GitError
+from bot.github import remote
+from bot.github.auth import AuthError
+from bot.github.client import GitHubClient
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ def split_anchored(items: Iterable[dict[str, Any]], diff_text: str
 
 
 def review_comment(item: dict[str, Any]) -> dict[str, Any]:
-    from .report import render_review_comment
+    from bot.engine.report import render_review_comment
 
     start, end = _comment_lines(item)
     comment: dict[str, Any] = {"path": item["path"], "line": end, "side": "RIGHT",
@@ -228,7 +228,7 @@ def review_body(commit: str, anchored: int, unanchored: int) -> str:
 
 def unanchored_lines(items: Sequence[dict[str, Any]]) -> list[str]:
     """The PR body's entries for items that got no review comment, suggestion included."""
-    from .report import fence
+    from bot.engine.report import fence
 
     out = []
     for item in items:
@@ -330,7 +330,7 @@ def check_annotations(remaining: Sequence[Remaining]) -> list[dict[str, Any]]:
 def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
                  behind: int = 0) -> tuple[str, str, str]:
     """(conclusion, title, summary) of the ``forksync`` check."""
-    from .report import render_check_output
+    from bot.engine.report import render_check_output
 
     markers: dict[str, int] = {}
     for r in remaining:
@@ -546,7 +546,7 @@ class _SyncRun:
     def resolve_tip(self, upstream_branch: str, tip: str | None) -> str:
         if not tip:
             return self.repos.upstream_head
-        from .window import resolve_rev
+        from bot.engine.window import resolve_rev
 
         return resolve_rev(Git(self.repos.upstream_git), tip, f"refs/heads/{upstream_branch}",
                            "tip")
@@ -579,7 +579,7 @@ class _SyncRun:
                 and Git(repos.fork_git).rev_parse(sync["commit"]) is not None):
             return load_plan(sync), "resumed"
         if cutoff is not None:
-            from .window import resolve_rev
+            from bot.engine.window import resolve_rev
 
             cutoff = await asyncio.to_thread(
                 resolve_rev, Git(repos.upstream_git), cutoff,
@@ -684,7 +684,7 @@ class _SyncRun:
 
     async def record_behind(self, pull: Any, tip_sha: str) -> str:
         """Say in the open PR how many upstream PRs merged after its window; never open another."""
-        from .window import list_window
+        from bot.engine.window import list_window
 
         gh, fork, sync = self.gh, self.fork, self.sync
         behind = 0
@@ -730,7 +730,7 @@ def _published(sync: dict[str, Any]) -> bool:
 
 
 def _load_config(text: str) -> Any:
-    from .config import load_config
+    from bot.engine.config import load_config
 
     return load_config(text, CONFIG_PATH)
 
@@ -750,7 +750,7 @@ def find_sync_cutoff(repos: _Repos, upstream: str, merged_tip: str | None) -> st
     may have dropped them all, so the tip of the last sync PR merged counts too. The
     newest candidate, by upstream ancestry, wins.
     """
-    from .window import find_cutoff, newest_by_ancestry
+    from bot.engine.window import find_cutoff, newest_by_ancestry
 
     fork, up = Git(repos.fork_git), Git(repos.upstream_git)
     found = find_cutoff(fork, f"refs/heads/{repos.fork_branch}", upstream, up)
@@ -764,7 +764,7 @@ def _up_to_date(repos: _Repos, cutoff: str, tip_sha: str) -> bool:
 
 async def _run_engine(settings: Settings, repos: _Repos, config: Any, tip_sha: str,
                       cutoff: str | None) -> tuple[dict[str, Any], str, str | None]:
-    from .engine import sync as engine_sync
+    from bot.engine.pipeline import sync as engine_sync
 
     Git(repos.fork_git).run("update-ref", "-d", f"refs/heads/{_LOCAL_WORK_BRANCH}")
     result = await asyncio.to_thread(
@@ -820,7 +820,7 @@ async def report_error(gh: GitHubClient, fork: str, sha: str, title: str, text: 
 
 def render_pr_body(plan_json: dict[str, Any], sync: dict[str, Any]) -> str:
     """The bot's section of the PR body from the plan and what the state knows now."""
-    from .report import render_body
+    from bot.engine.report import render_body
 
     unanchored_ids = set(sync.get("unanchored", []))
     body: str = render_body(
@@ -981,7 +981,7 @@ async def update_body(gh: GitHubClient, fork: str, number: int, old_body: str,
 
     No request at all when nothing changed.
     """
-    from .report import merge_body
+    from bot.engine.report import merge_body
 
     new_body = merge_body(old_body, section)
     data: dict[str, Any] = {}
@@ -1047,8 +1047,8 @@ def publish_from_cli(args: Any) -> int:
     """``forksync sync --publish`` in a workflow: token mode, the fork is GITHUB_REPOSITORY."""
     import aiohttp
 
-    from .context import Platform
-    from .settings import Settings as _Settings
+    from bot.app.context import Platform
+    from bot.app.settings import Settings as _Settings
 
     fork = os.environ.get("GITHUB_REPOSITORY", "").strip()
     if not fork:

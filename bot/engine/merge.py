@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .errors import ForksyncError
-from .git import (
+from bot.engine.git import (
     MODE_GITLINK,
     MODE_TREE,
     SYNTHETIC_DATE,
@@ -29,7 +28,8 @@ from .git import (
     TreeWriter,
     iter_z,
 )
-from .translate import Translator
+from bot.engine.translate import Translator
+from bot.errors import ForksyncError
 
 OURS_REF = "ours"
 THEIRS_REF = "theirs"

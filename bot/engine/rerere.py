@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .markers import find_marker_regions_in_lines, is_marker_line, split_lines
+from bot.engine.markers import find_marker_regions_in_lines, is_marker_line, split_lines
 
 _KEY_VERSION = b"forksync-rerere-v1"
 
@@ -85,7 +85,7 @@ def parse_regions(text: str) -> list[Region]:
 
 
 def _parse(lines: list[str]) -> list[Region]:
-    # One parser for the whole project: bot.markers; here only the shape changes.
+    # One parser for the whole project: bot.engine.markers; here only the shape changes.
     return [
         Region(start=m.start_line - 1, end=m.end_line, ours=m.ours, base=m.base or "",
                theirs=m.theirs, text="".join(lines[m.start_line - 1:m.end_line]))

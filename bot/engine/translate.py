@@ -10,7 +10,7 @@ lookarounds look at the original text around a match.
 
 Matching runs in the `regex` module under a time limit per text (see
 `time_limit_for`): a pattern that backtracks catastrophically despite the
-static check in `bot.config` ends as a `RuleTimeoutError` naming the rule and
+static check in `bot.engine.config` ends as a `RuleTimeoutError` naming the rule and
 the file, never as a hung worker.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import regex as _regex  # type: ignore[import-untyped]  # mrab-regex ships no stubs
 
-from bot.config import (
+from bot.engine.config import (
     CONFIG_PATH,
     PathRule,
     RegexProblem,

@@ -18,12 +18,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import remote
-from .context import JobContext
-from .errors import ForksyncError
-from .git import Git
-from .markers import MarkerRegion, find_marker_regions, split_lines
-from .publish import (
+from bot.app.context import JobContext
+from bot.engine.git import Git
+from bot.engine.markers import MarkerRegion, find_marker_regions, split_lines
+from bot.errors import ForksyncError
+from bot.github import remote
+from bot.sync.publish import (
     Remaining,
     item_message,
     load_fork_state,
@@ -154,7 +154,7 @@ def residue_remaining(translator: Any, plan_json: dict[str, Any],
 
     Only changed lines count: the fork's own text and commit 1 were judged already.
     """
-    from .residue import MAX_PER_FILE, find_residue
+    from bot.engine.residue import MAX_PER_FILE, find_residue
 
     out: list[Remaining] = []
     for f in plan_json.get("files", []):
@@ -173,9 +173,9 @@ def residue_remaining(translator: Any, plan_json: dict[str, Any],
 
 def load_translator(git_dir: str, rev: str) -> Any | None:
     """The translation of the config the sync ran with (None if it cannot be read)."""
-    from .config import load_config
-    from .publish import CONFIG_PATH, read_config_text
-    from .translate import Translator
+    from bot.engine.config import load_config
+    from bot.engine.translate import Translator
+    from bot.sync.publish import CONFIG_PATH, read_config_text
 
     text = read_config_text(git_dir, rev)
     if text is None:

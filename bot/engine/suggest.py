@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from .model import Tier
+from bot.engine.model import Tier
 
 _IMPORT = re.compile(r"^\s*(import\s+[\w.]+|from\s+[\w.]+\s+import\s+.+|#include\s+.+|"
                      r"(const|let|var)\s+.*=\s*require\(.+\)|import\s+.+\s+from\s+.+)\s*;?\s*$")

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from .errors import GitError
+from bot.errors import GitError
 
 BOT_NAME = "forksync[bot]"
 BOT_EMAIL = "forksync[bot]@users.noreply.github.com"

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import json
 import logging
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -34,11 +32,11 @@ import aiohttp
 from aiohttp import web
 from gidgethub import RateLimitExceeded, ValidationFailure, routing, sansio
 
-from .context import JobContext, JobHandler, Metrics, Platform, default_metrics
-from .errors import ConfigError, ForksyncError, WindowError
-from .git import mask_secrets
-from .settings import Settings, SettingsError
-from .store import JOB_STATES, Job, Store
+from bot.app.context import JobContext, JobHandler, Metrics, Platform, default_metrics
+from bot.app.settings import Settings
+from bot.app.store import JOB_STATES, Job, Store
+from bot.engine.git import mask_secrets
+from bot.errors import ConfigError, ForksyncError, WindowError
 
 log = logging.getLogger(__name__)
 
@@ -480,34 +478,15 @@ class UnknownJobKind(ForksyncError):
     """No job handler is registered for this kind."""
 
 
-def load_job_registry() -> dict[str, JobHandler]:
-    """``bot.jobs.JOBS``, imported on first use so the server starts without it."""
-    try:
-        module = importlib.import_module("bot.jobs")
-    except ModuleNotFoundError as exc:
-        if exc.name != "bot.jobs":
-            raise
-        log.error("bot.jobs is missing: only webhook events can run")
-        return {}
-    registry = getattr(module, "JOBS", None)
-    if not isinstance(registry, dict):
-        log.error("bot.jobs has no JOBS dict: only webhook events can run")
-        return {}
-    return registry
-
-
 def make_dispatcher(platform: Platform, router: routing.Router, *,
-                    jobs: Mapping[str, JobHandler] | None = None) -> Dispatcher:
-    """The function workers call with each claimed job."""
-    registry: dict[str, JobHandler] | None = dict(jobs) if jobs is not None else None
+                    jobs: Mapping[str, JobHandler]) -> Dispatcher:
+    """The function workers call with each claimed job: events to ``router``, others to ``jobs``."""
+    registry = dict(jobs)
 
     async def dispatch(job: Job) -> None:
-        nonlocal registry
         if job.kind == EVENT_JOB:
             await dispatch_event(platform, router, job)
             return
-        if registry is None:
-            registry = load_job_registry()
         handler = registry.get(job.kind)
         if handler is None:
             raise UnknownJobKind(f"no handler for job kind {job.kind!r} "
@@ -566,21 +545,7 @@ def _callback_name(callback: Callable[..., Any]) -> str:
 # -- process ------------------------------------------------------------------
 
 
-def load_router() -> routing.Router:
-    """The combined router of ``handlers`` (``handlers.router``), or an empty one."""
-    try:
-        module = importlib.import_module("handlers")
-    except ModuleNotFoundError:
-        log.error("the handlers package is missing: no webhook event will be handled")
-        return routing.Router()
-    router = getattr(module, "router", None)
-    if not isinstance(router, routing.Router):
-        log.error("handlers.router is not defined: no webhook event will be handled")
-        return routing.Router()
-    return router
-
-
-async def serve(settings: Settings, *, router: routing.Router | None = None,
+async def serve(settings: Settings, *, router: routing.Router, jobs: Mapping[str, JobHandler],
                 stop: asyncio.Event | None = None,
                 ready: Callable[[int], None] | None = None) -> None:
     """Run the App until ``stop`` is set (or forever): intake, workers, scheduler."""
@@ -589,13 +554,12 @@ async def serve(settings: Settings, *, router: routing.Router | None = None,
     store = Store(settings.db_path, lease_seconds=settings.job_lease_seconds,
                   backoff_base=settings.retry_backoff_seconds,
                   backoff_cap=settings.retry_backoff_cap_seconds)
-    router = router if router is not None else load_router()
     stop = stop or asyncio.Event()
     timeout = aiohttp.ClientTimeout(total=120, connect=15)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         platform = Platform(settings, store, session)
-        app = make_app(settings, store, router, dispatcher=make_dispatcher(platform, router),
-                       platform=platform)
+        dispatcher = make_dispatcher(platform, router, jobs=jobs)
+        app = make_app(settings, store, router, dispatcher=dispatcher, platform=platform)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         # A deep backlog: a burst of deliveries must not wait for SYN retransmits.
@@ -622,10 +586,14 @@ def _bound_port(runner: web.AppRunner) -> int | None:
     return None
 
 
-def run_server(settings: Settings) -> None:
+def run_server(settings: Settings, *, router: routing.Router,
+               jobs: Mapping[str, JobHandler]) -> None:
     """Blocking entry for ``forksync serve``: SIGTERM/SIGINT finish running jobs, then exit.
 
-    Raises ``SettingsError`` before anything starts if a server-only setting is missing.
+    The caller composes the App: ``router`` combines the webhook handlers and ``jobs`` maps
+    each job kind to its handler (``bot.cli`` passes ``handlers.router`` and
+    ``bot.sync.jobs.JOBS``). Raises ``SettingsError`` before anything starts if a
+    server-only setting is missing.
     """
     settings.require_server()
     logging.basicConfig(level=settings.log_level,
@@ -637,24 +605,11 @@ def run_server(settings: Settings) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
-        await serve(settings, stop=stop)
+        await serve(settings, router=router, jobs=jobs, stop=stop)
 
     asyncio.run(main())
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m bot.server``: read the environment once and serve."""
-    try:
-        run_server(Settings.from_env(os.environ))
-    except SettingsError as exc:
-        print(f"forksync: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    return 0
 
 
 __all__ = ["Dispatcher", "JobContext", "WorkerPool", "make_app", "make_dispatcher", "run_server",
            "schedule_polls", "serve"]
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

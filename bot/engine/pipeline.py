@@ -15,15 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .classify import Classifier
-from .config import CONFIG_PATH, Config, load_config, load_config_file
-from .errors import ConfigError, ForksyncError, GitError
-from .git import CatFile, Git, TreeWriter
-from .merge import Entry, commit_tree_oid, edit_tree, merge
-from .model import Plan
-from .report import needs_overflow, render_markdown
-from .translate import Translator
-from .window import (
+from bot.engine.classify import Classifier
+from bot.engine.config import CONFIG_PATH, Config, load_config, load_config_file
+from bot.engine.git import CatFile, Git, TreeWriter
+from bot.engine.merge import Entry, commit_tree_oid, edit_tree, merge
+from bot.engine.model import Plan
+from bot.engine.report import needs_overflow, render_markdown
+from bot.engine.translate import Translator
+from bot.engine.window import (
     TRAILER_SYNC,
     TRAILER_WINDOW,
     check_ancestry,
@@ -31,6 +30,7 @@ from .window import (
     list_window,
     resolve_rev,
 )
+from bot.errors import ConfigError, ForksyncError, GitError
 
 Progress = Callable[[str], None]
 _URL = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")

@@ -7,13 +7,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .config import Config
-from .git import MODE_GITLINK, MODE_SYMLINK, Background, CatFile, Git, TreeWriter
-from .markers import find_marker_regions, split_lines
-from .merge import Entry, MergeOutcome, TreeIndex, edit_tree
-from .model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
-from .suggest import propose
-from .translate import Translator
+from bot.engine.config import Config
+from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, Background, CatFile, Git, TreeWriter
+from bot.engine.markers import find_marker_regions, split_lines
+from bot.engine.merge import Entry, MergeOutcome, TreeIndex, edit_tree
+from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
+from bot.engine.suggest import propose
+from bot.engine.translate import Translator
 
 _BINARY_SNIFF = 8000
 

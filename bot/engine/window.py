@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from .errors import GitError, WindowError
-from .git import Git
-from .model import WindowEntry
+from bot.engine.git import Git
+from bot.engine.model import WindowEntry
+from bot.errors import GitError, WindowError
 
 TRAILER_SYNC = "Upstream-Sync"
 TRAILER_WINDOW = "Upstream-Window"

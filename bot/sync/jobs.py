@@ -1,4 +1,4 @@
-"""The job registry: what a worker runs for each job kind (``bot.server`` imports ``JOBS``).
+"""The job registry: what a worker runs for each job kind (``bot.app.server`` imports ``JOBS``).
 
 Handlers enqueue; these run later, one job per repository at a time, and every one of
 them is safe to run twice (the queue retries after crashes and lost leases).
@@ -11,11 +11,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import remote
-from .command_jobs import JOBS as COMMAND_JOBS
-from .context import JobContext
-from .followup import rescan
-from .publish import load_fork_state, publish_sync
+from bot.app.context import JobContext
+from bot.github import remote
+from bot.sync.commands.jobs import JOBS as COMMAND_JOBS
+from bot.sync.followup import rescan
+from bot.sync.publish import load_fork_state, publish_sync
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from .errors import ForksyncError
+from bot.errors import ForksyncError
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps webhook payloads at 25 MiB
@@ -64,7 +64,7 @@ class Settings:
 
     @property
     def cache_dir(self) -> Path:
-        """Bare mirror repositories, one per upstream/fork (see ``bot.remote.ensure_mirror``)."""
+        """Bare mirrors, one per upstream/fork (see ``bot.github.remote.ensure_mirror``)."""
         return self.data_dir / "git"
 
     def clone_url(self, full_name: str, api_clone_url: str | None = None) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .markers import split_lines
-from .translate import Translator
+from bot.engine.markers import split_lines
+from bot.engine.translate import Translator
 
 MAX_PER_FILE = 20  # enough to point a person at the problem; the check says when there are more
 

@@ -1,0 +1,1 @@
+"""Slash commands (``/sync ...``): parsing, and the jobs that carry them out."""
