@@ -1,4 +1,4 @@
-"""bot/config.py: the forksync.yml contract, its errors, globs, regex checks and schema."""
+"""bot/engine/config/: the forksync.yml contract, its errors, globs, regex checks and schema."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.engine import config as config_module
 from bot.engine.config import (
     CONFIG_PATH,
     EXAMPLE_CONFIG,
@@ -30,6 +29,7 @@ from bot.engine.config import (
     load_config_file,
     redos_reason,
 )
+from bot.engine.config import types as config_types
 from bot.errors import ConfigError
 
 SRC = ".github/forksync.yml"
@@ -509,7 +509,7 @@ def test_sets_that_re_and_regex_read_differently_are_refused(pattern: str) -> No
 
 def test_flag_matching_is_time_limited(monkeypatch: pytest.MonkeyPatch) -> None:
     # A pattern the static check would refuse, built directly to prove the limit holds.
-    monkeypatch.setattr(config_module, "FLAG_TIMEOUT", 0.05)
+    monkeypatch.setattr(config_types, "FLAG_TIMEOUT", 0.05)
     flag = Flag("(a|aa)+$", "slow", regex.compile("(a|aa)+$"))
     with pytest.raises(FlagTimeoutError, match=r"\(a\|aa\)\+\$"):
         flag.matches("a" * 60 + "b")

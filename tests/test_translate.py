@@ -9,8 +9,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bot.engine import config as config_module
 from bot.engine.config import EXAMPLE_CONFIG, PathRule, Rule, TranslateConfig, load_config
+from bot.engine.config import regexes as config_regexes
 from bot.engine.translate import (
     MAX_TEXT_BYTES,
     RuleTimeoutError,
@@ -284,7 +284,7 @@ def test_a_backtracking_rule_times_out_naming_rule_and_file(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Pretend the static check missed this one: the time limit must still hold.
-    monkeypatch.setattr(config_module, "redos_reason", lambda pattern: None)
+    monkeypatch.setattr(config_regexes, "redos_reason", lambda pattern: None)
     t = Translator(
         TranslateConfig(keep=("zzz",), replace=(Rule("(a|aa)+$", "b", regex=True),)),
         time_limit=0.2,
