@@ -1,4 +1,4 @@
-"""bot/translate.py: the translation contract of DESIGN.md, by example and by property."""
+"""bot/engine/translate.py: the translation contract of DESIGN.md, by example and by property."""
 
 from __future__ import annotations
 
