@@ -22,7 +22,8 @@ from bot.engine.git import BOT_NAME, Git
 from bot.engine.rerere import has_markers, parse_regions
 from bot.github import remote
 from bot.sync import publish
-from bot.sync.commands.jobs import (
+from bot.sync.commands.parse import USAGE
+from bot.sync.commands.runner import (
     JOBS,
     TRAILER,
     _commit_files,
@@ -31,7 +32,6 @@ from bot.sync.commands.jobs import (
     run_command,
     validate_answer,
 )
-from bot.sync.commands.parse import USAGE
 from bot.sync.publish import load_fork_state, save_fork_state, save_plan, sync_branch_name
 from handlers.commands import router as commands_router
 from tests.conftest import FakeContext, FakeGH, sample_event
@@ -239,7 +239,7 @@ async def test_a_retry_finds_the_reply_it_posted_before_crashing(live: Live) -> 
 
 async def test_an_unexpected_failure_is_retried_then_reported(
         live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.sync.commands.jobs as command_jobs
+    import bot.sync.commands.runner as command_jobs
 
     def broken(*_a: Any) -> str:
         raise KeyError("plan_file")
@@ -497,7 +497,7 @@ async def test_resolve_a_path_that_is_not_conflicted(live: Live) -> None:
 
 async def test_resolve_never_overwrites_a_push_it_did_not_see(
         live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.sync.commands.jobs as command_jobs
+    import bot.sync.commands.runner as command_jobs
 
     real = command_jobs._commit_files
     raced: list[str] = []
@@ -651,7 +651,7 @@ async def test_a_branch_with_only_the_bots_commits_is_replaced(
 
 async def test_a_retry_after_the_push_only_finishes_the_job(
         live: Live, no_check_runs: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.sync.commands.jobs as command_jobs
+    import bot.sync.commands.runner as command_jobs
 
     live.scenario.upstream_pr(12, "Docs", "carol", files={"README.md": "slime docs\n"})
     _update_upstream_remote(live)
