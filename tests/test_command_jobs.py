@@ -22,11 +22,10 @@ from bot.engine.git import BOT_NAME, Git
 from bot.engine.rerere import has_markers, parse_regions
 from bot.github import remote
 from bot.sync import publish
+from bot.sync.commands.gitops import TRAILER, commit_files
 from bot.sync.commands.parse import USAGE
 from bot.sync.commands.runner import (
     JOBS,
-    TRAILER,
-    _commit_files,
     migrate_answers,
     reply_marker,
     run_command,
@@ -85,7 +84,7 @@ class Live:
         """Someone pushes a commit to the sync branch (not the bot)."""
         who = {"GIT_AUTHOR_NAME": "Vera Vime", "GIT_AUTHOR_EMAIL": "vera@vime.dev",
                "GIT_COMMITTER_NAME": "Vera Vime", "GIT_COMMITTER_EMAIL": "vera@vime.dev"}
-        sha = _commit_files(Git(self.remote, env=who), self.head, files, message + "\n")
+        sha = commit_files(Git(self.remote, env=who), self.head, files, message + "\n")
         git(self.remote, "update-ref", f"refs/heads/{self.branch}", sha)
         return sha
 
@@ -497,9 +496,9 @@ async def test_resolve_a_path_that_is_not_conflicted(live: Live) -> None:
 
 async def test_resolve_never_overwrites_a_push_it_did_not_see(
         live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.sync.commands.runner as command_jobs
+    from bot.sync.commands import gitops
 
-    real = command_jobs._commit_files
+    real = gitops.commit_files
     raced: list[str] = []
 
     def commit_then_someone_pushes(*args: Any, **kw: Any) -> str:
@@ -507,7 +506,7 @@ async def test_resolve_never_overwrites_a_push_it_did_not_see(
         raced.append(live.person_commits({"vime/other.py": "x = 2\n"}, "A push in between"))
         return sha
 
-    monkeypatch.setattr(command_jobs, "_commit_files", commit_then_someone_pushes)
+    monkeypatch.setattr(gitops, "commit_files", commit_then_someone_pushes)
     await live.comment("/sync resolve vime/calc.py ours")
     assert live.head == raced[0]  # the person's push stands
     assert "Someone pushed to the sync branch while I was working" in live.replies()[0]

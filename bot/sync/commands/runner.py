@@ -24,18 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import tempfile
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bot.app.context import JobContext, JobHandler
 from bot.engine import rerere
-from bot.engine.git import CatFile, Git, TreeWriter
+from bot.engine.git import Git
 from bot.errors import ForksyncError
 from bot.github import remote
 from bot.github.client import get_or_none
+from bot.sync.commands import gitops
+from bot.sync.commands.gitops import TRAILER
 from bot.sync.commands.parse import (
     Answer,
     Command,
@@ -49,6 +48,7 @@ from bot.sync.commands.parse import (
     help_text,
     parse_comment,
 )
+from bot.sync.commands.replay import Recorded, Replayed, record_branch, replay_onto
 from bot.sync.publish import (
     CONFIG_PATH,
     Remaining,
@@ -72,7 +72,6 @@ log = logging.getLogger(__name__)
 
 COMMAND_JOB = "command"
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
-TRAILER = "Forksync-Command"
 MAX_RESOLUTIONS = 20_000  # recorded hunks kept per sync; far beyond any real window
 MAX_DONE = 200  # comment ids remembered as answered
 _LOCAL_WORK_BRANCH = "forksync/command-work"
@@ -257,15 +256,6 @@ class _Branch:
     head: str
 
 
-@dataclass
-class Recorded:
-    """What :func:`record_branch` found: resolutions by hunk key, and what it could not record."""
-
-    resolutions: dict[str, str] = field(default_factory=dict)
-    pending: int = 0
-    unplaced: list[str] = field(default_factory=list)  # paths
-
-
 class _Runner:
     """The commands of one comment, sharing one state, one client and one fetch."""
 
@@ -392,7 +382,7 @@ class _Runner:
             raise CommandFailed(
                 f"`{path}` has a whole-file conflict ({item.get('reason', 'CONFLICT')}), not "
                 f"conflict markers, so only `ours` or `theirs` can resolve it. {how}")
-        done = await asyncio.to_thread(_commit_with_trailer, branch.git, branch.head, tag)
+        done = await asyncio.to_thread(gitops.commit_with_trailer, branch.git, branch.head, tag)
         if done:
             return f"\n\nDone already in {done[:12]}."
         entry = sides[side]
@@ -402,7 +392,7 @@ class _Runner:
                                 f"{how}")
         message = (f"forksync: resolve {path} with {side}\n\nRequested by @{self.req.author} "
                    f"in #{self.req.pr} ({item['id']}).\n\n{TRAILER}: {tag}\n")
-        commit = await asyncio.to_thread(_commit_entry, branch.git, branch.head, path, entry,
+        commit = await asyncio.to_thread(gitops.commit_entry, branch.git, branch.head, path, entry,
                                          message)
         if commit is None:
             return (f"\n\n`{path}` is already {side}'s version at `{branch.head[:12]}`; "
@@ -448,11 +438,11 @@ class _Runner:
         plan_json = load_plan(sync)
         branch = await self.read_branch()
         tag = f"{self.req.comment_id}:{path}:{side}"
-        done = await asyncio.to_thread(_commit_with_trailer, branch.git, branch.head, tag)
+        done = await asyncio.to_thread(gitops.commit_with_trailer, branch.git, branch.head, tag)
         if done:
             return f"\n\nDone already in {done[:12]}."
-        files = await asyncio.to_thread(_read_texts, branch.git, [sync["commit"], branch.head],
-                                        path)
+        files = await asyncio.to_thread(gitops.read_texts, branch.git,
+                                        [sync["commit"], branch.head], path)
         at_commit, at_head = files
         if at_head is None:
             raise CommandFailed(f"`{path}` no longer exists on the sync branch "
@@ -501,7 +491,7 @@ class _Runner:
         message = (f"forksync: resolve {path} with {side}\n\n"
                    f"Requested by @{self.req.author} in #{self.req.pr}"
                    + (f" ({', '.join(ids)})" if ids else "") + f".\n\n{TRAILER}: {tag}\n")
-        commit = await asyncio.to_thread(_commit_files, branch.git, branch.head,
+        commit = await asyncio.to_thread(gitops.commit_files, branch.git, branch.head,
                                          {path: new_text}, message)
         await self.push(branch, commit)
         regions_word = "region" if count == 1 else "regions"
@@ -531,7 +521,7 @@ class _Runner:
                                 [f"+refs/heads/{fork_branch}:refs/heads/{fork_branch}"],
                                 branch.token)
         fork_main = branch.git.rev_parse(f"refs/heads/{fork_branch}")
-        config_text = await asyncio.to_thread(_read_text, branch.git, fork_main or "",
+        config_text = await asyncio.to_thread(gitops.read_text, branch.git, fork_main or "",
                                               CONFIG_PATH)
         if fork_main is None or config_text is None:
             raise CommandFailed(f"the fork's `{fork_branch}` branch has no `{CONFIG_PATH}` "
@@ -594,7 +584,7 @@ class _Runner:
             old_head=branch.head)
         # Commits people pushed are never dropped from the branch: then the replay commit
         # also has the old head as a parent, and the push is a fast-forward.
-        people = await asyncio.to_thread(_commits_by_people, git, sync["commit"], branch.head,
+        people = await asyncio.to_thread(gitops.commits_by_people, git, sync["commit"], branch.head,
                                          set(self.state.get("pushed", [])))
         head = commit1
         if replay.files or people:
@@ -608,7 +598,7 @@ class _Runner:
             # Dated like commit 1, so a retried job makes the very same commit.
             date = git.text("log", "-1", "--format=%ct +0000", commit1).strip()
             head = await asyncio.to_thread(
-                _commit_files, git, commit1, replay.files, message, date=date,
+                gitops.commit_files, git, commit1, replay.files, message, date=date,
                 extra_parents=[branch.head] if people else [])
 
         replay.kept_history = bool(people)
@@ -657,8 +647,8 @@ class _Runner:
         from bot.sync.followup import scan
 
         paths = [f["path"] for f in plan_json.get("files", [])]
-        commit_files = await asyncio.to_thread(_read_many, git, sync["commit"], paths)
-        head_files = await asyncio.to_thread(_read_many, git, pending["head"], paths)
+        commit_files = await asyncio.to_thread(gitops.read_many, git, sync["commit"], paths)
+        head_files = await asyncio.to_thread(gitops.read_many, git, pending["head"], paths)
         result = scan(plan_json, commit_files, head_files, answers=dict(sync.get("answers", {})))
         sync["resolved"] = result.resolved
         sync["remaining"] = [r.to_json() for r in result.remaining]
@@ -914,199 +904,6 @@ def rebuild_text(command: Extend | Refresh, old_plan: dict[str, Any], plan_json:
         lines.append(f"- Answers to {_and(dropped)} no longer match an item and were dropped.")
     lines.append(f"- The previous head was `{old_head[:12]}`.")
     return "\n".join(lines)
-
-
-# -- git (run in threads) -----------------------------------------------------------------
-
-
-def _read_bytes(git: Git, rev: str, path: str) -> bytes | None:
-    proc = git.run_proc("cat-file", "blob", f"{rev}:{path}")
-    return proc.stdout if proc.returncode == 0 else None
-
-
-def _decode(data: bytes | None) -> str | None:
-    return data.decode("utf-8", "surrogateescape") if data is not None else None
-
-
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
-def _read_text(git: Git, rev: str, path: str) -> str | None:
-    return _decode(_read_bytes(git, rev, path)) if rev else None
-
-
-def _read_texts(git: Git, revs: list[str], path: str) -> list[str | None]:
-    return [_read_text(git, rev, path) for rev in revs]
-
-
-def _read_many(git: Git, rev: str, paths: Iterable[str]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    with CatFile(git) as cat:
-        for path in paths:
-            try:
-                kind, data = cat.read(f"{rev}:{path}")
-            except ForksyncError:
-                out[path] = None
-                continue
-            out[path] = _decode(data) if kind == "blob" else None
-    return out
-
-
-def _commit_with_trailer(git: Git, head: str, tag: str) -> str | None:
-    """The commit among the head's last few that carries ``Forksync-Command: tag``."""
-    out = git.text("log", "-n", "20", "--format=%H%x00%B%x01", head, "--")
-    for record in out.split("\x01"):
-        sha, _, message = record.strip().partition("\x00")
-        if f"{TRAILER}: {tag}" in message.splitlines():
-            return sha
-    return None
-
-
-def _commit_files(git: Git, parent: str, files: dict[str, str | None], message: str, *,
-                  date: str | None = None, extra_parents: Iterable[str] = ()) -> str:
-    """A commit on ``parent`` with some files replaced (None: deleted); modes are kept."""
-    from bot.engine.merge import Entry, edit_tree
-
-    names = [p for p, text in files.items() if text is not None]
-    oids = dict(zip(names, git.hash_blobs([_encode(files[p] or "") for p in names]),
-                    strict=True))
-    root = git.text("rev-parse", f"{parent}^{{tree}}").strip()
-    edits: dict[str, Entry | None] = {}
-    for path in files:
-        if path not in oids:
-            edits[path] = None
-            continue
-        listing = git.text("ls-tree", parent, "--", path).split()
-        mode = listing[0] if listing and listing[0] in ("100644", "100755") else "100644"
-        edits[path] = Entry(mode, oids[path])
-    with CatFile(git) as cat, TreeWriter(git) as writer:
-        tree = edit_tree(cat, writer, root, edits)
-    return git.commit_tree(tree, [parent, *extra_parents], message, date=date)
-
-
-def _commit_entry(git: Git, parent: str, path: str, entry: dict[str, str] | None,
-                  message: str) -> str | None:
-    """A commit on ``parent`` with ``path`` set to ``entry`` (None: deleted); None if no change."""
-    from bot.engine.merge import Entry, edit_tree
-
-    root = git.text("rev-parse", f"{parent}^{{tree}}").strip()
-    with CatFile(git) as cat, TreeWriter(git) as writer:
-        tree = edit_tree(cat, writer, root, {
-            path: Entry(entry["mode"], entry["oid"]) if entry is not None else None})
-    if tree == root:
-        return None
-    return git.commit_tree(tree, [parent], message)
-
-
-def _commits_by_people(git: Git, commit: str, head: str, pushed: set[str]) -> list[str]:
-    """Commits on the branch since commit 1 that the bot did not write."""
-    out = git.text("rev-list", head, "--not", commit, "--").split()
-    return [sha for sha in out if sha not in pushed]
-
-
-def record_branch(git: Git, plan_json: dict[str, Any], commit: str, head: str) -> Recorded:
-    """Every resolution people made on the branch: commit 1's file vs the head's, per file."""
-    recorded = Recorded()
-    paths = [f["path"] for f in plan_json.get("files", [])
-             if any(i.get("start_line") is not None for i in f.get("review_items", []))]
-    before = _read_many(git, commit, paths)
-    after = _read_many(git, head, paths)
-    for path in paths:
-        old, new = before.get(path), after.get(path)
-        if old is None or new is None:
-            continue
-        found = rerere.record_file(old, new, path=path)
-        recorded.resolutions.update(found.resolutions)
-        recorded.pending += found.pending
-        if found.unplaced:
-            recorded.unplaced.append(path)
-    return recorded
-
-
-@dataclass
-class Replayed:
-    """What :func:`replay_onto` changed on top of the new commit 1."""
-
-    files: dict[str, str | None] = field(default_factory=dict)
-    replayed: int = 0
-    carried: list[str] = field(default_factory=list)  # paths with other edits carried over
-    not_carried: list[str] = field(default_factory=list)  # paths whose edits overlapped
-    kept_history: bool = False  # the old head is a parent of the new head
-
-
-def replay_onto(git: Git, plan_json: dict[str, Any], commit1: str,
-                resolutions: dict[str, str], *, old_commit: str, old_head: str) -> Replayed:
-    """Replay recorded resolutions onto the new commit 1, and carry over other edits.
-
-    Other edits (outside marker regions, or to clean files) are the changes from the old
-    commit 1 to the old head; each changed file is merged 3-way (base: old commit 1,
-    ours: the new merge with resolutions replayed, theirs: the old head). Where an edit
-    overlaps a change of the new merge, the new merge wins and the path is reported.
-    """
-    out = Replayed()
-    paths = [f["path"] for f in plan_json.get("files", [])]
-    new_texts = _read_many(git, commit1, paths)
-    replayed: dict[str, str | None] = {}
-    for path, text in new_texts.items():
-        if text is None or not rerere.has_markers(text):
-            continue
-        new_text, count = rerere.replay(text, resolutions, path=path)
-        if count:
-            replayed[path] = new_text
-            out.replayed += count
-    changed = [p for p in git.text("diff", "--name-only", "-z", "--no-renames", old_commit,
-                                   old_head, "--").split("\0") if p]
-    for path in changed:
-        base = _read_bytes(git, old_commit, path)
-        theirs = _read_bytes(git, old_head, path)
-        current_text = replayed[path] if path in replayed else _read_text(git, commit1, path)
-        current = _encode(current_text) if current_text is not None else None
-        if current == theirs:
-            continue
-        if current == base:
-            # The new merge left this path as it was: people's version stands, even deleted.
-            replayed[path] = _decode(theirs)
-            out.carried.append(path)
-            continue
-        merged, clean = _merge_file(git, current, base, theirs)
-        if merged is None:  # deleted on one side and changed on the other, or binary
-            out.not_carried.append(path)
-            continue
-        if merged != current:
-            replayed[path] = _decode(merged)
-            out.carried.append(path)
-        if not clean:
-            out.not_carried.append(path)
-    out.files = replayed
-    return out
-
-
-def _merge_file(git: Git, current: bytes | None, base: bytes | None,
-                other: bytes | None) -> tuple[bytes | None, bool]:
-    """git merge-file (the new merge wins where both sides changed); None if not textual."""
-    if current is None or other is None:
-        return None, False
-    if base is None:
-        base = b""
-    if b"\0" in current or b"\0" in other or b"\0" in base:
-        return None, False
-    with tempfile.TemporaryDirectory(prefix="forksync-carry-") as tmp:
-        names = []
-        for name, data in (("current", current), ("base", base), ("other", other)):
-            path = os.path.join(tmp, name)
-            with open(path, "wb") as fh:
-                fh.write(data)
-            names.append(path)
-        counted = git.run_proc("merge-file", "-p", *names)
-        if counted.returncode < 0 or counted.returncode > 127:
-            return None, False
-        if counted.returncode == 0:
-            return counted.stdout, True
-        favoured = git.run_proc("merge-file", "-p", "--ours", *names)
-        if favoured.returncode != 0 and favoured.returncode > 127:
-            return None, False
-        return favoured.stdout, False
 
 
 __all__ = ["COMMAND_JOB", "ISSUE_COMMENT", "JOBS", "REVIEW_COMMENT", "CommandFailed",
