@@ -3,7 +3,7 @@
 Commands come as comments in the PR's conversation (``issue_comment``) or as replies in
 a review thread (``pull_request_review_comment``), where the bot's suggestion comments
 invite ``/sync answer Qn ...``. The handlers only decide whether a comment is for us;
-the job (``bot.sync.commands.runner``) checks permission, runs the commands, reacts and replies.
+the job (``bot.sync.commands.jobs``) checks permission, runs the commands, reacts and replies.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from gidgethub import routing, sansio
 
 from bot.app.context import JobContext
 from bot.github.client import get_or_none
+from bot.sync.commands.jobs import COMMAND_JOB
 from bot.sync.commands.parse import command_lines
-from bot.sync.commands.runner import COMMAND_JOB, REVIEW_COMMENT, CommandRequest
+from bot.sync.commands.request import REVIEW_COMMENT, CommandRequest
 from bot.sync.publish import is_sync_branch, load_fork_state
 
 router = routing.Router()

@@ -23,14 +23,10 @@ from bot.engine.rerere import has_markers, parse_regions
 from bot.github import remote
 from bot.sync import publish
 from bot.sync.commands.gitops import TRAILER, commit_files
+from bot.sync.commands.jobs import JOBS, run_command
 from bot.sync.commands.parse import USAGE
-from bot.sync.commands.runner import (
-    JOBS,
-    migrate_answers,
-    reply_marker,
-    run_command,
-    validate_answer,
-)
+from bot.sync.commands.request import reply_marker
+from bot.sync.commands.runner import migrate_answers, validate_answer
 from bot.sync.publish import load_fork_state, save_fork_state, save_plan, sync_branch_name
 from handlers.commands import router as commands_router
 from tests.conftest import FakeContext, FakeGH, sample_event
@@ -654,7 +650,7 @@ async def test_a_retry_after_the_push_only_finishes_the_job(
 
     live.scenario.upstream_pr(12, "Docs", "carol", files={"README.md": "slime docs\n"})
     _update_upstream_remote(live)
-    real = command_jobs._Runner.finish_rebuild
+    real = command_jobs.Runner.finish_rebuild
     calls: list[int] = []
 
     async def crash_once(self: Any, pending: dict[str, Any]) -> None:
@@ -663,7 +659,7 @@ async def test_a_retry_after_the_push_only_finishes_the_job(
             raise RuntimeError("worker killed")
         await real(self, pending)
 
-    monkeypatch.setattr(command_jobs._Runner, "finish_rebuild", crash_once)
+    monkeypatch.setattr(command_jobs.Runner, "finish_rebuild", crash_once)
     live.ctx.job = SimpleNamespace(attempts=1)  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError):
         await live.comment("/sync extend")

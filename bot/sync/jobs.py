@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.app.context import JobContext
 from bot.github import remote
-from bot.sync.commands.runner import JOBS as COMMAND_JOBS
+from bot.sync.commands.jobs import JOBS as COMMAND_JOBS
 from bot.sync.followup import rescan
 from bot.sync.publish import load_fork_state, publish_sync
 

@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from bot.app.context import JobContext, JobHandler
+from bot.app.context import JobContext
 from bot.engine import rerere
 from bot.engine.git import Git
 from bot.errors import ForksyncError
@@ -46,9 +46,9 @@ from bot.sync.commands.parse import (
     Resolve,
     StatusCommand,
     help_text,
-    parse_comment,
 )
 from bot.sync.commands.replay import Recorded, Replayed, record_branch, replay_onto
+from bot.sync.commands.request import CommandFailed, CommandRequest, Outcome, join_and, reply_marker
 from bot.sync.publish import (
     CONFIG_PATH,
     Remaining,
@@ -70,157 +70,11 @@ from bot.sync.publish import (
 
 log = logging.getLogger(__name__)
 
-COMMAND_JOB = "command"
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 MAX_RESOLUTIONS = 20_000  # recorded hunks kept per sync; far beyond any real window
 MAX_DONE = 200  # comment ids remembered as answered
 _LOCAL_WORK_BRANCH = "forksync/command-work"
 _HEAD_REF = "refs/forksync/command-head"
-
-
-class CommandFailed(ForksyncError):
-    """A valid command that cannot run as asked; the message is the reply."""
-
-
-def reply_marker(comment_id: int) -> str:
-    """The hidden marker that makes the one reply to a comment findable again."""
-    return f"<!-- forksync:reply {comment_id} -->"
-
-
-ISSUE_COMMENT = "issue_comment"  # a comment in the PR's conversation
-REVIEW_COMMENT = "review_comment"  # a reply in a review thread, e.g. under a suggestion
-
-
-@dataclass(frozen=True)
-class CommandRequest:
-    """The ``"command"`` job's payload, as the comment handlers queue it.
-
-    ``thread_id`` is the first comment of a review thread (replies go there, because
-    GitHub takes no reply to a reply); None for conversation comments.
-    """
-
-    fork: str
-    installation_id: int | None
-    pr: int
-    comment_id: int
-    author: str
-    body: str
-    source: str = ISSUE_COMMENT
-    thread_id: int | None = None
-
-    @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> CommandRequest:
-        installation = payload.get("installation_id")
-        thread = payload.get("thread_id")
-        return cls(fork=str(payload["fork"]),
-                   installation_id=int(installation) if installation is not None else None,
-                   pr=int(payload["pr"]), comment_id=int(payload["comment_id"]),
-                   author=str(payload["author"]), body=str(payload["body"]),
-                   source=str(payload.get("source", ISSUE_COMMENT)),
-                   thread_id=int(thread) if thread is not None else None)
-
-    def to_payload(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "fork": self.fork, "installation_id": self.installation_id, "pr": self.pr,
-            "comment_id": self.comment_id, "author": self.author, "body": self.body}
-        if self.source != ISSUE_COMMENT:
-            payload.update(source=self.source, thread_id=self.thread_id)
-        return payload
-
-    @property
-    def key(self) -> str:
-        """Names the comment among all comments of the fork (the two kinds have own ids)."""
-        return f"{self.source}:{self.comment_id}"
-
-    @property
-    def _api_kind(self) -> str:
-        """Review comments live under pulls/, conversation comments under issues/."""
-        return "pulls" if self.source == REVIEW_COMMENT else "issues"
-
-    @property
-    def comment_url(self) -> str:
-        return f"/repos/{self.fork}/{self._api_kind}/comments/{self.comment_id}"
-
-    @property
-    def replies_url(self) -> str:
-        """Where the reply goes: the review thread, or the PR's conversation."""
-        if self.source == REVIEW_COMMENT:
-            thread = self.thread_id or self.comment_id
-            return f"/repos/{self.fork}/pulls/{self.pr}/comments/{thread}/replies"
-        return f"/repos/{self.fork}/issues/{self.pr}/comments"
-
-    @property
-    def listing_url(self) -> str:
-        return f"/repos/{self.fork}/{self._api_kind}/{self.pr}/comments"
-
-
-@dataclass
-class Outcome:
-    """How one command line ended; ``ok`` is False when the person got something wrong."""
-
-    line: str
-    text: str
-    ok: bool = True
-
-
-def render_reply(author: str, outcomes: list[Outcome], comment_id: int) -> str:
-    """One reply for a whole comment: each command line quoted, then what happened."""
-    parts = [f"@{author}"]
-    for outcome in outcomes:
-        parts.append(f"> {outcome.line}\n\n{outcome.text}")
-    parts.append(reply_marker(comment_id))
-    return "\n\n".join(parts)[:65_000]
-
-
-def refusal_text(author: str, fork: str) -> str:
-    return (f"@{author} thank you for the suggestion! Only people with write access to "
-            f"`{fork}` can run `/sync` commands, so I did not run it. A maintainer can run "
-            "it for you.")
-
-
-# -- the job ---------------------------------------------------------------------------
-
-
-async def run_command(ctx: JobContext, payload: dict[str, Any]) -> None:
-    """Job ``"command"``: check permission, run each command, react, and reply once."""
-    req = CommandRequest.from_payload(payload)
-    parsed = parse_comment(req.body)
-    if not parsed:
-        return
-    gh = await ctx.gh_for(req.installation_id)
-    runner = _Runner(ctx, gh, req)
-    await runner.load()
-    if req.key in runner.state.get("commands_done", []):
-        return
-    if await runner.already_replied():
-        await runner.mark_done()
-        return
-    if not await has_write_access(gh, req.fork, req.author):
-        await react(gh, req, "-1")
-        await post_reply(gh, req, refusal_text(req.author, req.fork) + "\n\n"
-                         + reply_marker(req.comment_id))
-        await runner.mark_done()
-        return
-    if any(p.ok for p in parsed):
-        await react(gh, req, "eyes")
-    try:
-        outcomes = [await runner.run(p) for p in parsed]
-    except Exception:
-        if not runner.last_attempt():
-            raise  # the queue retries (GitHub down, a lost lease, ...)
-        # The queue gives up after this: the person must not wait for a reply forever.
-        log.exception("%s#%d: command comment %d failed for good", req.fork, req.pr,
-                      req.comment_id)
-        outcomes = [Outcome(p.line, "This failed unexpectedly, and retrying did not help. "
-                            "The forksync logs have the details; please tell the "
-                            "maintainers of this App.", ok=p.ok) for p in parsed]
-    if not all(o.ok for o in outcomes):
-        await react(gh, req, "confused")
-    await post_reply(gh, req, render_reply(req.author, outcomes, req.comment_id))
-    await runner.mark_done()
-
-
-JOBS: dict[str, JobHandler] = {COMMAND_JOB: run_command}
 
 
 async def has_write_access(gh: Any, fork: str, user: str) -> bool:
@@ -256,7 +110,7 @@ class _Branch:
     head: str
 
 
-class _Runner:
+class Runner:
     """The commands of one comment, sharing one state, one client and one fetch."""
 
     def __init__(self, ctx: JobContext, gh: Any, req: CommandRequest) -> None:
@@ -473,7 +327,7 @@ class _Runner:
                                     f"({lines}), so there is no suggestion for them. Resolve "
                                     "them by hand, or with `ours` or `theirs`.")
             if lacking:
-                raise CommandFailed(f"{_and(lacking)} in `{path}` "
+                raise CommandFailed(f"{join_and(lacking)} in `{path}` "
                                     f"{'has' if len(lacking) == 1 else 'have'} no suggestion. "
                                     "Resolve with `ours` or `theirs`, or by hand.")
         wanted = {r.start for r in targets}
@@ -757,12 +611,6 @@ class _Runner:
 # -- pure helpers -----------------------------------------------------------------------
 
 
-def _and(names: list[str]) -> str:
-    if len(names) <= 1:
-        return "".join(names)
-    return ", ".join(names[:-1]) + " and " + names[-1]
-
-
 def _item(plan_json: dict[str, Any], question: str) -> dict[str, Any]:
     items = [i for f in plan_json.get("files", []) for i in f.get("review_items", [])]
     for item in items:
@@ -812,13 +660,13 @@ def status_text(plan_json: dict[str, Any], sync: dict[str, Any]) -> str:
              + (f" at `{head[:12]}`" if head else "") + ":", ""]
     lines.append(f"- Conflict regions: **{left} remaining**, {region_total - left} resolved "
                  f"(of {region_total})"
-                 + (f", in {_and([f'`{p}`' for p in files_left[:10]])}"
+                 + (f", in {join_and([f'`{p}`' for p in files_left[:10]])}"
                     + (f" and {len(files_left) - 10} more files" if len(files_left) > 10 else "")
                     if files_left else "") + ".")
     if unknown:
         lines.append(f"- {unknown} conflict region(s) that the sync did not write.")
     lines.append(f"- Open questions: **{len(open_questions)}**"
-                 + (f" ({_and(open_questions[:20])})" if open_questions else "")
+                 + (f" ({join_and(open_questions[:20])})" if open_questions else "")
                  + (f"; {len(answers)} answered" if answers else "") + ".")
     if behind:
         lines.append(f"- Behind upstream by **{behind}** PR{'s' if behind != 1 else ''}; "
@@ -891,22 +739,20 @@ def rebuild_text(command: Extend | Refresh, old_plan: dict[str, Any], plan_json:
                      f"head `{old_head[:12]}` is a parent of the new head, so this was a "
                      "fast-forward, not a force-push.")
     if replay.carried:
-        lines.append(f"- Carried over other edits people made in {_and(replay.carried[:10])}.")
+        lines.append(f"- Carried over other edits people made in {join_and(replay.carried[:10])}.")
     if replay.not_carried:
         lines.append("- These edits overlap the new merge and were **not** carried over; "
                      f"compare with the previous head `{old_head[:12]}`: "
-                     f"{_and([f'`{p}`' for p in replay.not_carried[:10]])}.")
+                     f"{join_and([f'`{p}`' for p in replay.not_carried[:10]])}.")
     if recorded.unplaced:
         lines.append("- Some resolutions could not be recorded because the lines around them "
-                     f"changed too: {_and([f'`{p}`' for p in recorded.unplaced[:10]])}; "
+                     f"changed too: {join_and([f'`{p}`' for p in recorded.unplaced[:10]])}; "
                      f"see `{old_head[:12]}`.")
     if dropped:
-        lines.append(f"- Answers to {_and(dropped)} no longer match an item and were dropped.")
+        lines.append(f"- Answers to {join_and(dropped)} no longer match an item and were dropped.")
     lines.append(f"- The previous head was `{old_head[:12]}`.")
     return "\n".join(lines)
 
 
-__all__ = ["COMMAND_JOB", "ISSUE_COMMENT", "JOBS", "REVIEW_COMMENT", "CommandFailed",
-           "CommandRequest", "Outcome", "Recorded", "Replayed", "has_write_access",
-           "migrate_answers", "record_branch", "render_reply", "replay_onto", "reply_marker",
-           "run_command", "status_text", "validate_answer"]
+__all__ = ["Runner", "has_write_access", "migrate_answers", "post_reply", "react",
+           "status_text", "validate_answer"]

@@ -1,0 +1,74 @@
+"""The ``"command"`` job: run the ``/sync ...`` commands of one PR comment.
+
+Every command comment gets reactions and exactly ONE reply: ``eyes`` when a command
+is accepted (the reply says how it ended), ``confused`` when one is wrong (the reply
+says what was wrong and the usage), ``-1`` when the author may not run commands (the
+reply says so politely, and nothing else is written).
+
+Every step is idempotent: a retried job finds its reply, its pushed commit (by the
+``Forksync-Command`` trailer) or its half-finished extend (``sync["pending"]``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bot.app.context import JobContext, JobHandler
+from bot.sync.commands.parse import parse_comment
+from bot.sync.commands.request import (
+    CommandRequest,
+    Outcome,
+    refusal_text,
+    render_reply,
+    reply_marker,
+)
+from bot.sync.commands.runner import Runner, has_write_access, post_reply, react
+
+log = logging.getLogger(__name__)
+
+COMMAND_JOB = "command"
+
+
+async def run_command(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """Job ``"command"``: check permission, run each command, react, and reply once."""
+    req = CommandRequest.from_payload(payload)
+    parsed = parse_comment(req.body)
+    if not parsed:
+        return
+    gh = await ctx.gh_for(req.installation_id)
+    runner = Runner(ctx, gh, req)
+    await runner.load()
+    if req.key in runner.state.get("commands_done", []):
+        return
+    if await runner.already_replied():
+        await runner.mark_done()
+        return
+    if not await has_write_access(gh, req.fork, req.author):
+        await react(gh, req, "-1")
+        await post_reply(gh, req, refusal_text(req.author, req.fork) + "\n\n"
+                         + reply_marker(req.comment_id))
+        await runner.mark_done()
+        return
+    if any(p.ok for p in parsed):
+        await react(gh, req, "eyes")
+    try:
+        outcomes = [await runner.run(p) for p in parsed]
+    except Exception:
+        if not runner.last_attempt():
+            raise  # the queue retries (GitHub down, a lost lease, ...)
+        # The queue gives up after this: the person must not wait for a reply forever.
+        log.exception("%s#%d: command comment %d failed for good", req.fork, req.pr,
+                      req.comment_id)
+        outcomes = [Outcome(p.line, "This failed unexpectedly, and retrying did not help. "
+                            "The forksync logs have the details; please tell the "
+                            "maintainers of this App.", ok=p.ok) for p in parsed]
+    if not all(o.ok for o in outcomes):
+        await react(gh, req, "confused")
+    await post_reply(gh, req, render_reply(req.author, outcomes, req.comment_id))
+    await runner.mark_done()
+
+
+JOBS: dict[str, JobHandler] = {COMMAND_JOB: run_command}
+
+__all__ = ["COMMAND_JOB", "JOBS", "run_command"]
