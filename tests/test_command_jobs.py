@@ -22,11 +22,12 @@ from bot.engine.git import BOT_NAME, Git
 from bot.engine.rerere import has_markers, parse_regions
 from bot.github import remote
 from bot.sync import publish
+from bot.sync.commands.answer import validate_answer
 from bot.sync.commands.gitops import TRAILER, commit_files
 from bot.sync.commands.jobs import JOBS, run_command
 from bot.sync.commands.parse import USAGE
+from bot.sync.commands.rebuild import migrate_answers
 from bot.sync.commands.request import reply_marker
-from bot.sync.commands.runner import migrate_answers, validate_answer
 from bot.sync.publish import load_fork_state, save_fork_state, save_plan, sync_branch_name
 from handlers.commands import router as commands_router
 from tests.conftest import FakeContext, FakeGH, sample_event
@@ -234,12 +235,12 @@ async def test_a_retry_finds_the_reply_it_posted_before_crashing(live: Live) -> 
 
 async def test_an_unexpected_failure_is_retried_then_reported(
         live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.sync.commands.runner as command_jobs
+    from bot.sync.commands import status
 
     def broken(*_a: Any) -> str:
         raise KeyError("plan_file")
 
-    monkeypatch.setattr(command_jobs, "status_text", broken)
+    monkeypatch.setattr(status, "status_text", broken)
     live.ctx.job = SimpleNamespace(attempts=1)  # type: ignore[attr-defined]
     with pytest.raises(KeyError):
         await live.comment("/sync status")
@@ -646,11 +647,11 @@ async def test_a_branch_with_only_the_bots_commits_is_replaced(
 
 async def test_a_retry_after_the_push_only_finishes_the_job(
         live: Live, no_check_runs: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.sync.commands.runner as command_jobs
+    from bot.sync.commands import rebuild
 
     live.scenario.upstream_pr(12, "Docs", "carol", files={"README.md": "slime docs\n"})
     _update_upstream_remote(live)
-    real = command_jobs.Runner.finish_rebuild
+    real = rebuild.finish_rebuild
     calls: list[int] = []
 
     async def crash_once(self: Any, pending: dict[str, Any]) -> None:
@@ -659,7 +660,7 @@ async def test_a_retry_after_the_push_only_finishes_the_job(
             raise RuntimeError("worker killed")
         await real(self, pending)
 
-    monkeypatch.setattr(command_jobs.Runner, "finish_rebuild", crash_once)
+    monkeypatch.setattr(rebuild, "finish_rebuild", crash_once)
     live.ctx.job = SimpleNamespace(attempts=1)  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError):
         await live.comment("/sync extend")

@@ -15,15 +15,34 @@ import logging
 from typing import Any
 
 from bot.app.context import JobContext, JobHandler
-from bot.sync.commands.parse import parse_comment
+from bot.errors import ForksyncError
+from bot.github import remote
+from bot.sync.commands.answer import answer
+from bot.sync.commands.parse import (
+    Answer,
+    Command,
+    CommandError,
+    Extend,
+    Help,
+    ParsedLine,
+    Refresh,
+    Resolve,
+    StatusCommand,
+    help_text,
+    parse_comment,
+)
+from bot.sync.commands.rebuild import rebuild
 from bot.sync.commands.request import (
+    CommandFailed,
     CommandRequest,
     Outcome,
     refusal_text,
     render_reply,
     reply_marker,
 )
+from bot.sync.commands.resolve import resolve
 from bot.sync.commands.runner import Runner, has_write_access, post_reply, react
+from bot.sync.commands.status import status
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +72,7 @@ async def run_command(ctx: JobContext, payload: dict[str, Any]) -> None:
     if any(p.ok for p in parsed):
         await react(gh, req, "eyes")
     try:
-        outcomes = [await runner.run(p) for p in parsed]
+        outcomes = [await run_line(runner, p) for p in parsed]
     except Exception:
         if not runner.last_attempt():
             raise  # the queue retries (GitHub down, a lost lease, ...)
@@ -71,4 +90,37 @@ async def run_command(ctx: JobContext, payload: dict[str, Any]) -> None:
 
 JOBS: dict[str, JobHandler] = {COMMAND_JOB: run_command}
 
-__all__ = ["COMMAND_JOB", "JOBS", "run_command"]
+
+async def run_line(runner: Runner, parsed: ParsedLine) -> Outcome:
+    """Run one command line; every way it can end becomes what its reply says."""
+    if isinstance(parsed.result, CommandError):
+        return Outcome(parsed.line, str(parsed.result), ok=False)
+    try:
+        text = await execute(runner, parsed.result)
+    except CommandFailed as exc:
+        return Outcome(parsed.line, str(exc), ok=False)
+    except remote.PushRejected as exc:
+        return Outcome(parsed.line, "Someone pushed to the sync branch while I was working, "
+                       f"so I did not overwrite it ({exc}). Please run the command again.")
+    except ForksyncError as exc:
+        log.warning("%s#%d: %s failed: %s", runner.req.fork, runner.req.pr, parsed.line, exc)
+        return Outcome(parsed.line, f"This failed: {exc}")
+    return Outcome(parsed.line, text)
+
+
+async def execute(runner: Runner, command: Command) -> str:
+    """Each command is a module of its own; this is the one place that knows them all."""
+    if isinstance(command, Help):
+        return help_text()
+    if isinstance(command, StatusCommand):
+        return status(runner)
+    if isinstance(command, Answer):
+        return await answer(runner, command)
+    if isinstance(command, Resolve):
+        return await resolve(runner, command)
+    if isinstance(command, Extend | Refresh):
+        return await rebuild(runner, command)
+    raise AssertionError(command)  # pragma: no cover
+
+
+__all__ = ["COMMAND_JOB", "JOBS", "execute", "run_command", "run_line"]

@@ -1,0 +1,72 @@
+"""``/sync answer <Qn> <choice>``: record a decision on one review item.
+
+Answering a conflict region with ``ours``, ``theirs`` or ``suggested`` also rewrites that
+region on the sync branch (the suggestion comment promises it); answering a whole-file
+conflict puts that side's file back. Every answer re-renders the decisions in the PR body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.sync.commands.parse import Answer
+from bot.sync.commands.request import CommandFailed
+from bot.sync.commands.resolve import resolve_regions, take_whole_file
+from bot.sync.commands.runner import Runner
+from bot.sync.publish import load_plan
+
+
+async def answer(run: Runner, command: Answer) -> str:
+    """Record the decision; on a conflict region or a whole-file conflict, also take that side."""
+    sync = run.sync
+    plan_json = load_plan(sync)
+    item = _item(plan_json, command.question)
+    choice = validate_answer(item, command.question, command.choice)
+    answers: dict[str, str] = sync.setdefault("answers", {})
+    extra = ""
+    head_before = sync.get("head")
+    if choice in ("ours", "theirs", "suggested") and item.get("start_line") is not None:
+        # The comment on a conflict region promises that answering takes that side.
+        extra = await resolve_regions(run, item["path"], choice, only={item["id"]})
+    elif choice in ("ours", "theirs") and item.get("kind") == "file" and item.get("sides"):
+        branch = await run.read_branch()
+        tag = f"{run.req.comment_id}:{item['path']}:{choice}"
+        extra = await take_whole_file(run, branch, item["path"], choice, item, tag)
+    if answers.get(item["id"]) != choice:
+        # After a push the rescan of the new head updates the check; else do it here.
+        await run.record_answer(plan_json, item["id"], choice,
+                                check=sync.get("head") == head_before)
+    return f"Recorded **{item['id']}**: `{choice}`. The decisions in the PR description " \
+           f"are updated.{extra}"
+
+
+def validate_answer(item: dict[str, Any], question: str, choice: str) -> str:
+    """The choice as recorded, or CommandFailed saying which choices the item takes."""
+    choices = [str(c) for c in item.get("choices") or []]
+    if item.get("tier") == "Settled" or item.get("kind") == "policy":
+        raise CommandFailed(f"{item['id']} is settled ({item.get('reason', '')}) and needs "
+                            "no answer.")
+    for known in choices:
+        if known.lower() == choice.lower():
+            return known
+    if item.get("tier") == "Decide" or not choices:
+        return choice  # a free-text decision
+    options = ", ".join(f"`{c}`" for c in choices)
+    raise CommandFailed(f"`{choice}` is not a choice for {item['id']}; choose one of {options}. "
+                        f"Usage: `/sync answer {item['id']} <choice>`")
+
+
+def _item(plan_json: dict[str, Any], question: str) -> dict[str, Any]:
+    """The review item ``Qn`` names (any case), or CommandFailed saying which there are."""
+    items = [i for f in plan_json.get("files", []) for i in f.get("review_items", [])]
+    for item in items:
+        if str(item["id"]).upper() == question.upper():
+            found: dict[str, Any] = item
+            return found
+    if not items:
+        raise CommandFailed(f"There is no {question}: this sync has no review items.")
+    raise CommandFailed(f"There is no {question} in this sync; its items are "
+                        f"{items[0]['id']}–{items[-1]['id']}.")
+
+
+__all__ = ["answer", "validate_answer"]

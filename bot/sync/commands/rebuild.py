@@ -1,0 +1,334 @@
+"""``/sync extend [#N|sha]`` and ``/sync refresh``: redo the merge, and lose no human work.
+
+Extend moves the window's tip; refresh moves the fork main the merge starts from. Both
+run the same steps:
+
+1. record every resolution people made on the branch (``bot.sync.commands.replay``);
+2. make a new commit 1 with the engine;
+3. replay the resolutions onto it in a second commit, and carry people's other edits over
+   with a 3-way file merge. If people pushed commits, that second commit also has the old
+   head as a parent: the push is then a fast-forward and their commits stay in the
+   history (DESIGN: never force-push over commits people pushed). Only a branch that
+   holds nothing but the bot's own commits is replaced;
+4. remember the new heads in ``sync["pending"]``, push with a lease on the head read,
+   then :func:`finish_rebuild` points the state, the PR body, the review and the check
+   at the new commit 1. A retry that finds its push done only runs that last step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from bot.engine.git import Git
+from bot.github import remote
+from bot.sync.commands import gitops
+from bot.sync.commands.parse import Extend, Refresh
+from bot.sync.commands.replay import Recorded, Replayed, record_branch, replay_onto
+from bot.sync.commands.request import CommandFailed, join_and
+from bot.sync.commands.runner import Branch, Runner
+from bot.sync.publish import (
+    CONFIG_PATH,
+    comment_items,
+    load_plan,
+    local_diff,
+    post_review,
+    pr_title,
+    remember_pushed,
+    render_pr_body,
+    save_plan,
+    split_anchored,
+    upsert_check_run,
+)
+
+if TYPE_CHECKING:
+    from bot.engine.config import Config
+    from bot.engine.pipeline import SyncResult
+
+MAX_RESOLUTIONS = 20_000  # recorded hunks kept per sync; far beyond any real window
+_LOCAL_WORK_BRANCH = "forksync/command-work"
+
+
+@dataclass
+class _Inputs:
+    """The fork main and the upstream mirror a new merge starts from, both just fetched."""
+
+    fork_branch: str
+    fork_main: str
+    config: Config
+    upstream_git: str
+
+
+async def rebuild(run: Runner, command: Extend | Refresh) -> str:
+    """Redo the merge (new tip or newer fork main) and replay every resolution made."""
+    sync = run.sync
+    old_plan = load_plan(sync)
+    branch = await run.read_branch()
+    pending = sync.get("pending")
+    if pending and pending.get("head") == branch.head:
+        await finish_rebuild(run, pending)  # a retry after the push: only the rest
+        return str(pending["reply"])
+    sync.pop("pending", None)
+
+    inputs = await _fetch_inputs(run, branch, old_plan)
+    old_tip = str(sync.get("tip") or old_plan["tip"])
+    if isinstance(command, Extend):
+        tip = await _extend_tip(command, Git(inputs.upstream_git),
+                                inputs.config.upstream_branch, old_tip)
+    else:
+        tip = old_tip
+        if inputs.fork_main == sync.get("ours"):
+            return (f"The sync is already based on the newest `{inputs.fork_branch}` "
+                    f"(`{inputs.fork_main[:12]}`); nothing to refresh.")
+
+    recorded = await _record(run, branch, old_plan)  # 1.
+    result, plan_json = await _merge(run, branch, inputs, tip, old_plan)  # 2.
+    commit1 = str(result.commit)
+    replay, head = await _replay(run, command, branch, plan_json, commit1)  # 3.
+
+    # 4. Remember the new heads before pushing, then push over the head just read.
+    answers, dropped = migrate_answers(old_plan, plan_json, dict(sync.get("answers", {})))
+    reply = rebuild_text(command, old_plan, plan_json, recorded, replay, branch.head, head,
+                         dropped)
+    pending = {
+        "head": head, "commit": commit1, "tip": plan_json["tip"], "ours": inputs.fork_main,
+        "window_label": plan_json.get("window_label"), "answers": answers,
+        "report_path": result.report_path,
+        "plan_file": await asyncio.to_thread(save_plan, run.ctx.settings, run.req.fork,
+                                             commit1, plan_json),
+        "reply": reply,
+    }
+    sync["pending"] = pending
+    remember_pushed(run.state, commit1)
+    remember_pushed(run.state, head)
+    await run.save()
+    await run.push(branch, head)
+    await finish_rebuild(run, pending)
+    return reply
+
+
+async def _fetch_inputs(run: Runner, branch: Branch, old_plan: dict[str, Any]) -> _Inputs:
+    """Fetch the fork main, read its config, and fetch the upstream branch it names."""
+    from bot.engine.config import load_config
+
+    fork_branch = str(run.state.get("fork_branch") or old_plan.get("fork_branch") or "main")
+    await asyncio.to_thread(remote.fetch, branch.git.git_dir, branch.url,
+                            [f"+refs/heads/{fork_branch}:refs/heads/{fork_branch}"],
+                            branch.token)
+    fork_main = branch.git.rev_parse(f"refs/heads/{fork_branch}")
+    config_text = await asyncio.to_thread(gitops.read_text, branch.git, fork_main or "",
+                                          CONFIG_PATH)
+    if fork_main is None or config_text is None:
+        raise CommandFailed(f"the fork's `{fork_branch}` branch has no `{CONFIG_PATH}` "
+                            "any more, so I cannot redo the merge.")
+    config = load_config(config_text, CONFIG_PATH)
+    upstream = config.upstream_repo
+    upstream_branch = config.upstream_branch
+    upstream_git = await asyncio.to_thread(remote.ensure_mirror, run.ctx.cache_dir, upstream)
+    upstream_url = await run.clone_url(upstream)
+    await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
+                            [f"+refs/heads/{upstream_branch}:refs/heads/{upstream_branch}"],
+                            branch.token)
+    return _Inputs(fork_branch, fork_main, config, upstream_git)
+
+
+async def _extend_tip(command: Extend, up: Git, upstream_branch: str, old_tip: str) -> str:
+    """The new tip ``/sync extend`` names; it must come after the window's tip."""
+    from bot.engine.window import resolve_rev
+
+    rev = f"#{command.pr}" if command.pr is not None else command.sha or upstream_branch
+    tip = await asyncio.to_thread(resolve_rev, up, rev, f"refs/heads/{upstream_branch}",
+                                  "the extend target")
+    if tip == old_tip or up.is_ancestor(tip, old_tip):
+        raise CommandFailed(f"{command.target} (`{tip[:12]}`) is already in this "
+                            f"window, which ends at `{old_tip[:12]}`.")
+    if not up.is_ancestor(old_tip, tip):
+        raise CommandFailed(f"{command.target} (`{tip[:12]}`) does not come after this "
+                            f"window's tip `{old_tip[:12]}` on upstream "
+                            f"`{upstream_branch}`.")
+    return tip
+
+
+async def _record(run: Runner, branch: Branch, old_plan: dict[str, Any]) -> Recorded:
+    """1. Record what people resolved so far (before anything can fail on the way)."""
+    sync = run.sync
+    recorded = await asyncio.to_thread(record_branch, branch.git, old_plan, sync["commit"],
+                                       branch.head)
+    store: dict[str, str] = sync.setdefault("rerere", {})
+    store.update(recorded.resolutions)
+    if len(store) > MAX_RESOLUTIONS:
+        sync["rerere"] = dict(list(store.items())[-MAX_RESOLUTIONS:])
+    await run.save()
+    return recorded
+
+
+async def _merge(run: Runner, branch: Branch, inputs: _Inputs, tip: str,
+                 old_plan: dict[str, Any]) -> tuple[SyncResult, dict[str, Any]]:
+    """2. The new merge: commit 1 on a local work branch of the fork cache."""
+    from bot.engine.pipeline import sync as engine_sync
+
+    git = branch.git
+    git.run("update-ref", "-d", f"refs/heads/{_LOCAL_WORK_BRANCH}", ok_codes=(0, 1))
+    result = await asyncio.to_thread(
+        engine_sync, git.git_dir, inputs.upstream_git, to_rev=tip, config=inputs.config,
+        fork_branch=inputs.fork_branch, branch=_LOCAL_WORK_BRANCH,
+        workdir=str(run.ctx.settings.data_dir / "work"))
+    plan_json: dict[str, Any] = result.plan.to_json()
+    if plan_json["cutoff"] != old_plan["cutoff"]:
+        raise CommandFailed(
+            f"`{inputs.fork_branch}` now starts from upstream `{plan_json['cutoff'][:12]}`, "
+            f"not this window's cutoff `{old_plan['cutoff'][:12]}` (a newer sync was merged). "
+            "Close this PR; the next sync starts from there.")
+    return result, plan_json
+
+
+async def _replay(run: Runner, command: Extend | Refresh, branch: Branch,
+                  plan_json: dict[str, Any], commit1: str) -> tuple[Replayed, str]:
+    """3. Replay the resolutions, and carry people's other edits over; returns the head."""
+    sync = run.sync
+    git = branch.git
+    replay = await asyncio.to_thread(
+        replay_onto, git, plan_json, commit1, dict(sync["rerere"]), old_commit=sync["commit"],
+        old_head=branch.head)
+    # Commits people pushed are never dropped from the branch: then the replay commit
+    # also has the old head as a parent, and the push is a fast-forward.
+    people = await asyncio.to_thread(gitops.commits_by_people, git, sync["commit"],
+                                     branch.head, set(run.state.get("pushed", [])))
+    head = commit1
+    if replay.files or people:
+        verb = "extend" if isinstance(command, Extend) else "refresh"
+        message = (f"forksync: replay {replay.replayed} resolutions\n\n"
+                   f"Recorded from {branch.head[:12]} for `/sync {verb}` requested by "
+                   f"@{run.req.author} in #{run.req.pr}.\n")
+        if people:
+            message += (f"\nThe previous head {branch.head[:12]} is its second parent, so "
+                        f"the {len(people)} commit(s) people pushed stay in the history.\n")
+        # Dated like commit 1, so a retried job makes the very same commit.
+        date = git.text("log", "-1", "--format=%ct +0000", commit1).strip()
+        head = await asyncio.to_thread(
+            gitops.commit_files, git, commit1, replay.files, message, date=date,
+            extra_parents=[branch.head] if people else [])
+    replay.kept_history = bool(people)
+    return replay, head
+
+
+async def finish_rebuild(run: Runner, pending: dict[str, Any]) -> None:
+    """Point the state at the new commit 1, then update the PR, its review and check."""
+    from bot.sync.followup import scan
+
+    sync = run.sync
+    for key in ("resolved", "remaining", "review_commit", "unanchored", "resolutions",
+                "resolved_by_command", "refused_head"):
+        sync.pop(key, None)
+    sync.update({k: v for k, v in pending.items()
+                 if k not in ("head", "reply", "report_path")})
+    sync["behind"] = 0
+    sync["head"] = pending["head"]
+    pull = await run.gh.getitem(f"/repos/{run.req.fork}/pulls/{run.req.pr}")
+    html = (pull.get("base") or {}).get("repo", {}).get("html_url") \
+        or f"https://github.com/{run.req.fork}"
+    sync["report_url"] = (f"{html}/blob/{sync['commit']}/{pending['report_path']}"
+                          if pending.get("report_path") else None)
+    sync.pop("pending", None)
+    await run.save()
+
+    plan_json = load_plan(sync)
+    git = Git(await asyncio.to_thread(remote.ensure_mirror, run.ctx.cache_dir, run.req.fork))
+    paths = [f["path"] for f in plan_json.get("files", [])]
+    commit_files = await asyncio.to_thread(gitops.read_many, git, sync["commit"], paths)
+    head_files = await asyncio.to_thread(gitops.read_many, git, pending["head"], paths)
+    result = scan(plan_json, commit_files, head_files, answers=dict(sync.get("answers", {})))
+    sync["resolved"] = result.resolved
+    sync["remaining"] = [r.to_json() for r in result.remaining]
+
+    still_open = {r.item_id for r in result.remaining}
+    items = [i for i in comment_items(plan_json) if i["id"] in still_open]
+    diff = await asyncio.to_thread(local_diff, git.git_dir, sync["ours"], sync["commit"])
+    anchored, unanchored = split_anchored(items, diff)
+    sync["unanchored"] = [i["id"] for i in unanchored]
+    await run.save()
+
+    await run.patch_pr(pull, render_pr_body(plan_json, sync), title=pr_title(plan_json))
+    if sync.get("review_commit") != sync["commit"]:
+        # One review on the new commit 1 for the items still open (find-or-create). Items
+        # whose comment GitHub rejected (422) move to the PR body, as the publisher does.
+        moved = await post_review(run.gh, run.req.fork, run.req.pr, sync["commit"], anchored,
+                                  len(unanchored)) or []
+        sync["review_commit"] = sync["commit"]
+        if moved:
+            sync["unanchored"] = [*sync["unanchored"], *moved]
+            await run.save()
+            pull = await run.gh.getitem(f"/repos/{run.req.fork}/pulls/{run.req.pr}")
+            await run.patch_pr(pull, render_pr_body(plan_json, sync))
+    check_id = await upsert_check_run(run.gh, run.req.fork, pending["head"], plan_json,
+                                      result.remaining, behind=0, max_batches=1)
+    sync.setdefault("check_runs", {})[pending["head"]] = check_id
+    await run.save()
+
+
+def migrate_answers(old_plan: dict[str, Any], new_plan: dict[str, Any],
+                    answers: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Carry answers to the new plan's item ids (matched by path and hunk); list the lost."""
+
+    def identity(item: dict[str, Any]) -> tuple[str, str, str, str, str]:
+        return (item["path"], item.get("kind", ""), item.get("ours", ""),
+                item.get("base") or "", item.get("theirs", ""))
+
+    old_items = {i["id"]: i for f in old_plan["files"] for i in f["review_items"]}
+    new_by_identity: dict[tuple[str, str, str, str, str], str] = {}
+    for f in new_plan["files"]:
+        for item in f["review_items"]:
+            new_by_identity.setdefault(identity(item), item["id"])
+    migrated: dict[str, str] = {}
+    dropped: list[str] = []
+    for old_id, choice in answers.items():
+        old = old_items.get(old_id)
+        new_id = new_by_identity.get(identity(old)) if old else None
+        if new_id is None:
+            dropped.append(old_id)
+        else:
+            migrated[new_id] = choice
+    return migrated, dropped
+
+
+def rebuild_text(command: Extend | Refresh, old_plan: dict[str, Any], plan_json: dict[str, Any],
+                 recorded: Recorded, replay: Replayed, old_head: str, new_head: str,
+                 dropped: list[str]) -> str:
+    """The reply to extend or refresh: the new window, what was replayed and carried over."""
+    if isinstance(command, Extend):
+        first = (f"Extended the window to {command.target}: now "
+                 f"{plan_json.get('window_label')} (was {old_plan.get('window_label')}).")
+    else:
+        first = (f"Refreshed the sync onto the newest fork main `{plan_json['ours'][:12]}` "
+                 f"(was `{old_plan['ours'][:12]}`).")
+    conflicts = plan_json.get("summary", {}).get("status", {}).get("conflict", 0)
+    lines = [first, "",
+             f"- New commit 1: the merge with {conflicts} conflicted file"
+             f"{'s' if conflicts != 1 else ''}.",
+             f"- Replayed **{replay.replayed}** recorded resolution"
+             f"{'s' if replay.replayed != 1 else ''}"
+             + (f" in a second commit `{new_head[:12]}`." if replay.files else ".")]
+    if replay.kept_history:
+        lines.append(f"- The commits people pushed stay in the branch's history: the previous "
+                     f"head `{old_head[:12]}` is a parent of the new head, so this was a "
+                     "fast-forward, not a force-push.")
+    if replay.carried:
+        lines.append("- Carried over other edits people made in "
+                     f"{join_and(replay.carried[:10])}.")
+    if replay.not_carried:
+        lines.append("- These edits overlap the new merge and were **not** carried over; "
+                     f"compare with the previous head `{old_head[:12]}`: "
+                     f"{join_and([f'`{p}`' for p in replay.not_carried[:10]])}.")
+    if recorded.unplaced:
+        lines.append("- Some resolutions could not be recorded because the lines around them "
+                     f"changed too: {join_and([f'`{p}`' for p in recorded.unplaced[:10]])}; "
+                     f"see `{old_head[:12]}`.")
+    if dropped:
+        lines.append(f"- Answers to {join_and(dropped)} no longer match an item and were "
+                     "dropped.")
+    lines.append(f"- The previous head was `{old_head[:12]}`.")
+    return "\n".join(lines)
+
+
+__all__ = ["MAX_RESOLUTIONS", "finish_rebuild", "migrate_answers", "rebuild", "rebuild_text"]
