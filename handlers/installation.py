@@ -18,7 +18,7 @@ from bot.app.store import Store
 from bot.errors import ForksyncError
 from bot.github.client import get_or_none
 from bot.sync.jobs import enqueue_sync
-from bot.sync.publish import (
+from bot.sync.publish.run import (
     CONFIG_PATH,
     STATE_PREFIX,
     fork_state_key,

@@ -21,14 +21,14 @@ from bot.app.store import Store
 from bot.engine.git import BOT_NAME, Git
 from bot.engine.rerere import has_markers, parse_regions
 from bot.github import remote
-from bot.sync import publish
 from bot.sync.commands.answer import validate_answer
 from bot.sync.commands.gitops import TRAILER, commit_files
 from bot.sync.commands.jobs import JOBS, run_command
 from bot.sync.commands.parse import USAGE
 from bot.sync.commands.rebuild import migrate_answers
 from bot.sync.commands.request import reply_marker
-from bot.sync.publish import load_fork_state, save_fork_state, save_plan, sync_branch_name
+from bot.sync.publish import run as publish
+from bot.sync.publish.run import load_fork_state, save_fork_state, save_plan, sync_branch_name
 from handlers.commands import router as commands_router
 from tests.conftest import FakeContext, FakeGH, sample_event
 from tests.factory import PLAIN_CONFIG, Scenario, git, git_text

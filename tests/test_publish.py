@@ -19,7 +19,7 @@ import pytest
 from gidgethub import BadRequest
 
 from bot.engine.report import BEGIN, END
-from bot.sync.publish import (
+from bot.sync.publish.run import (
     MAX_ANNOTATIONS,
     Remaining,
     anchorable,
@@ -621,7 +621,7 @@ async def test_a_report_too_long_for_the_body_is_committed_and_linked(
 
 def test_publish_from_the_cli_needs_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:
     from bot.errors import ForksyncError
-    from bot.sync.publish import publish_from_cli
+    from bot.sync.publish.run import publish_from_cli
 
     monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
     with pytest.raises(ForksyncError, match="GITHUB_REPOSITORY"):

@@ -23,7 +23,7 @@ from bot.engine.git import Git
 from bot.engine.markers import MarkerRegion, find_marker_regions, split_lines
 from bot.errors import ForksyncError
 from bot.github import remote
-from bot.sync.publish import (
+from bot.sync.publish.run import (
     Remaining,
     item_message,
     load_fork_state,
@@ -175,7 +175,7 @@ def load_translator(git_dir: str, rev: str) -> Any | None:
     """The translation of the config the sync ran with (None if it cannot be read)."""
     from bot.engine.config import load_config
     from bot.engine.translate import Translator
-    from bot.sync.publish import CONFIG_PATH, read_config_text
+    from bot.sync.publish.run import CONFIG_PATH, read_config_text
 
     text = read_config_text(git_dir, rev)
     if text is None:

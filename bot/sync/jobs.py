@@ -15,7 +15,7 @@ from bot.app.context import JobContext
 from bot.github import remote
 from bot.sync.commands.jobs import JOBS as COMMAND_JOBS
 from bot.sync.followup import rescan
-from bot.sync.publish import load_fork_state, publish_sync
+from bot.sync.publish.run import load_fork_state, publish_sync
 
 log = logging.getLogger(__name__)
 

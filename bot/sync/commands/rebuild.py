@@ -28,7 +28,7 @@ from bot.sync.commands.parse import Extend, Refresh
 from bot.sync.commands.replay import Recorded, Replayed, record_branch, replay_onto
 from bot.sync.commands.request import CommandFailed, join_and
 from bot.sync.commands.runner import Branch, Runner
-from bot.sync.publish import (
+from bot.sync.publish.run import (
     CONFIG_PATH,
     comment_items,
     load_plan,

@@ -17,7 +17,7 @@ from bot.engine.git import Git
 from bot.github import remote
 from bot.github.client import get_or_none
 from bot.sync.commands.request import CommandFailed, CommandRequest, reply_marker
-from bot.sync.publish import (
+from bot.sync.publish.run import (
     Remaining,
     clone_url,
     initial_remaining,

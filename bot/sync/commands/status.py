@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.sync.commands.request import join_and
 from bot.sync.commands.runner import Runner
-from bot.sync.publish import Remaining, initial_remaining, load_plan
+from bot.sync.publish.run import Remaining, initial_remaining, load_plan
 
 
 def status(run: Runner) -> str:
