@@ -18,7 +18,7 @@ from bot.github.client import get_or_none
 from bot.sync.commands.jobs import COMMAND_JOB
 from bot.sync.commands.parse import command_lines
 from bot.sync.commands.request import REVIEW_COMMENT, CommandRequest
-from bot.sync.publish.run import is_sync_branch, load_fork_state
+from bot.sync.state import is_sync_branch, load_fork_state
 
 router = routing.Router()
 

@@ -18,13 +18,8 @@ from bot.app.store import Store
 from bot.errors import ForksyncError
 from bot.github.client import get_or_none
 from bot.sync.jobs import enqueue_sync
-from bot.sync.publish.run import (
-    CONFIG_PATH,
-    STATE_PREFIX,
-    fork_state_key,
-    load_fork_state,
-    save_fork_state,
-)
+from bot.sync.publish.run import CONFIG_PATH
+from bot.sync.state import STATE_PREFIX, fork_state_key, load_fork_state, save_fork_state
 
 router = routing.Router()
 

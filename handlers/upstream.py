@@ -14,7 +14,7 @@ from gidgethub import routing, sansio
 
 from bot.app.context import JobContext
 from bot.sync.jobs import enqueue_sync
-from bot.sync.publish.run import forks_following
+from bot.sync.state import forks_following
 
 router = routing.Router()
 

@@ -28,7 +28,7 @@ from bot.sync.commands.parse import USAGE
 from bot.sync.commands.rebuild import migrate_answers
 from bot.sync.commands.request import reply_marker
 from bot.sync.publish import run as publish
-from bot.sync.publish.run import load_fork_state, save_fork_state, save_plan, sync_branch_name
+from bot.sync.state import load_fork_state, save_fork_state, save_plan, sync_branch_name
 from handlers.commands import router as commands_router
 from tests.conftest import FakeContext, FakeGH, sample_event
 from tests.factory import PLAIN_CONFIG, Scenario, git, git_text

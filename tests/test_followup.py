@@ -11,7 +11,8 @@ import pytest
 
 from bot.engine.markers import find_marker_regions, split_lines
 from bot.sync.followup import classify_resolution, rescan, resolution_text, scan
-from bot.sync.publish.run import load_fork_state, load_plan, publish_sync
+from bot.sync.publish.run import publish_sync
+from bot.sync.state import load_fork_state, load_plan
 from tests.conftest import FakeContext
 from tests.factory import Scenario, make_demo
 from tests.test_publish import FORK, UPSTREAM, Hub, git

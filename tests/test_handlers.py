@@ -9,7 +9,7 @@ from gidgethub import BadRequest
 
 import handlers
 from bot.sync.jobs import JOBS, POLL, RESCAN, SYNC
-from bot.sync.publish.run import fork_state_key, load_fork_state, save_fork_state
+from bot.sync.state import fork_state_key, load_fork_state, save_fork_state
 from tests.conftest import FakeContext, load_sample, sample_event
 
 FORK = "vime-org/vime"

@@ -27,17 +27,15 @@ from bot.sync.publish.run import (
     comment_items,
     diff_hunks,
     initial_remaining,
-    load_fork_state,
     local_diff,
     offending_comments,
     publish_sync,
     review_comment,
     review_marker,
-    save_fork_state,
     split_anchored,
-    sync_branch_name,
     upsert_check_run,
 )
+from bot.sync.state import load_fork_state, save_fork_state, sync_branch_name
 from tests.conftest import FakeContext, FakeGH, Request
 from tests.factory import Scenario, make_demo
 

@@ -26,16 +26,14 @@ from bot.github import remote
 from bot.sync.publish.run import (
     Remaining,
     item_message,
-    load_fork_state,
-    load_plan,
     read_blobs,
     render_pr_body,
     report_error,
     retitle,
-    save_fork_state,
     update_body,
     upsert_check_run,
 )
+from bot.sync.state import load_fork_state, load_plan, save_fork_state
 
 log = logging.getLogger(__name__)
 

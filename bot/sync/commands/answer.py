@@ -13,7 +13,7 @@ from bot.sync.commands.parse import Answer
 from bot.sync.commands.request import CommandFailed
 from bot.sync.commands.resolve import resolve_regions, take_whole_file
 from bot.sync.commands.runner import Runner
-from bot.sync.publish.run import load_plan
+from bot.sync.state import load_plan
 
 
 async def answer(run: Runner, command: Answer) -> str:

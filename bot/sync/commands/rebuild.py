@@ -31,16 +31,14 @@ from bot.sync.commands.runner import Branch, Runner
 from bot.sync.publish.run import (
     CONFIG_PATH,
     comment_items,
-    load_plan,
     local_diff,
     post_review,
     pr_title,
-    remember_pushed,
     render_pr_body,
-    save_plan,
     split_anchored,
     upsert_check_run,
 )
+from bot.sync.state import load_plan, remember_pushed, save_plan
 
 if TYPE_CHECKING:
     from bot.engine.config import Config

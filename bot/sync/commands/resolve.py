@@ -19,7 +19,7 @@ from bot.sync.commands.gitops import TRAILER
 from bot.sync.commands.parse import Resolve
 from bot.sync.commands.request import CommandFailed, join_and
 from bot.sync.commands.runner import Branch, Runner
-from bot.sync.publish.run import load_plan
+from bot.sync.state import load_plan
 
 
 async def resolve(run: Runner, command: Resolve) -> str:

@@ -21,12 +21,10 @@ from bot.sync.publish.run import (
     Remaining,
     clone_url,
     initial_remaining,
-    load_fork_state,
-    remember_pushed,
     render_pr_body,
-    save_fork_state,
     upsert_check_run,
 )
+from bot.sync.state import load_fork_state, remember_pushed, save_fork_state
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 MAX_DONE = 200  # comment ids remembered as answered

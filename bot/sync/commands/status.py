@@ -9,7 +9,8 @@ from typing import Any
 
 from bot.sync.commands.request import join_and
 from bot.sync.commands.runner import Runner
-from bot.sync.publish.run import Remaining, initial_remaining, load_plan
+from bot.sync.publish.run import Remaining, initial_remaining
+from bot.sync.state import load_plan
 
 
 def status(run: Runner) -> str:

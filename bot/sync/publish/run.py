@@ -18,20 +18,7 @@ upstream by N PRs"); it never opens a second PR.
 Write budget per sync PR: 1 PR + 1 review + ⌈annotations/50⌉ check-run requests,
 plus at most one body PATCH (and one review retry after a 422): ≤ 5 + ⌈items/50⌉.
 
-Per-fork state (``Store`` key ``fork:<owner>/<repo>``), shared with the follow-up
-and the slash commands::
-
-    installation_id, upstream, upstream_branch, fork_branch,
-    last_seen_upstream            the upstream head at the last sync or poll
-    last_synced_tip               the tip of the last sync PR that was merged
-    pushed: [sha, ...]            every head the bot wrote to a sync branch
-    sync: {branch, commit, cutoff, tip, ours, plan_file, report_url, pr,
-           review_commit, unanchored: [id], behind, head, check_runs: {sha: id},
-           resolved: [id], remaining: [Remaining], resolutions: {id: how},
-           refused_head, answers: {id: choice}}   answers: written by the slash commands
-
-The plan itself (``Plan.to_json()``) is a file under ``<data_dir>/plans/``, named by
-commit 1, because the body and the check are re-rendered from it on every push.
+The per-fork state it keeps is described in :mod:`bot.sync.state`.
 """
 
 from __future__ import annotations
@@ -59,96 +46,28 @@ from bot.errors import ForksyncError, GitError
 from bot.github import remote
 from bot.github.auth import AuthError
 from bot.github.client import GitHubClient
+from bot.sync.state import (
+    load_fork_state,
+    load_plan,
+    remember_pushed,
+    save_fork_state,
+    save_plan,
+    sync_branch_name,
+)
 
 log = logging.getLogger(__name__)
 
 CHECK_NAME = "forksync"
 CONFIG_PATH = ".github/forksync.yml"
-SYNC_BRANCH_PREFIX = "forksync/sync-"
-STATE_PREFIX = "fork:"  # the server's scheduler polls every fork under this prefix
 MAX_ANNOTATIONS = 50  # GitHub's limit per check-run request
 MAX_BODY = 65_536
 MAX_SUMMARY = 65_535
-MAX_PUSHED = 200  # heads remembered per fork: far more than live sync branches
 _LOCAL_WORK_BRANCH = "forksync/local-work"
 
 
 def review_marker(commit: str) -> str:
     """The hidden marker that makes the one review findable again."""
     return f"<!-- forksync:review {commit} -->"
-
-
-def sync_branch_name(cutoff: str) -> str:
-    """Deterministic per window start, so a rerun of the same window finds its branch."""
-    return f"{SYNC_BRANCH_PREFIX}{cutoff[:10]}"
-
-
-def is_sync_branch(ref: str) -> bool:
-    return ref.removeprefix("refs/heads/").startswith(SYNC_BRANCH_PREFIX)
-
-
-# -- per-fork state -------------------------------------------------------------
-
-
-def fork_state_key(fork: str) -> str:
-    return f"{STATE_PREFIX}{fork}"
-
-
-def load_fork_state(store: Store, fork: str) -> dict[str, Any]:
-    return store.get_state(fork_state_key(fork)) or {"fork": fork}
-
-
-def save_fork_state(store: Store, fork: str, state: dict[str, Any]) -> None:
-    state["fork"] = fork
-    store.put_state(fork_state_key(fork), state)
-
-
-def forks_following(store: Store, upstream: str, branch: str | None = None, *,
-                    mirror: bool = False) -> list[dict[str, Any]]:
-    """States of every registered fork whose config names ``upstream`` (and ``branch``).
-
-    With ``mirror``, ``upstream`` is a mirror: any owner, the same repository name.
-    """
-    found = []
-    for key in store.state_keys(STATE_PREFIX):
-        state = store.get_state(key) or {}
-        followed = str(state.get("upstream", "")).lower()
-        if mirror:
-            followed, upstream = followed.rpartition("/")[2], upstream.rpartition("/")[2]
-        if not followed or followed != upstream.lower():
-            continue
-        if branch is not None and state.get("upstream_branch", "main") != branch:
-            continue
-        state.setdefault("fork", key[len(STATE_PREFIX):])
-        found.append(state)
-    return found
-
-
-def remember_pushed(state: dict[str, Any], sha: str) -> None:
-    pushed = [s for s in state.get("pushed", []) if s != sha]
-    state["pushed"] = [*pushed, sha][-MAX_PUSHED:]
-
-
-def plan_path(settings: Settings, fork: str, commit: str) -> Path:
-    return settings.data_dir / "plans" / fork.replace("/", "__") / f"{commit}.json"
-
-
-def save_plan(settings: Settings, fork: str, commit: str, plan_json: dict[str, Any]) -> str:
-    path = plan_path(settings, fork, commit)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(plan_json), encoding="utf-8")
-    tmp.replace(path)
-    return str(path)
-
-
-def load_plan(sync: dict[str, Any]) -> dict[str, Any]:
-    path = sync.get("plan_file")
-    if not path or not Path(path).exists():
-        raise ForksyncError("the sync's plan is missing from the data directory; "
-                            "run `/sync refresh` to compute it again")
-    data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
-    return data
 
 
 # -- review comments on the PR diff (pure) ----------------------------------------
@@ -1088,33 +1007,23 @@ __all__ = [
     "diff_hunks",
     "find_check_run",
     "find_sync_cutoff",
-    "fork_state_key",
-    "forks_following",
     "initial_remaining",
-    "is_sync_branch",
     "item_message",
-    "load_fork_state",
-    "load_plan",
     "local_diff",
     "manual_instructions",
     "offending_comments",
-    "plan_path",
     "post_review",
     "pr_title",
     "publish_from_cli",
     "publish_sync",
     "read_blobs",
-    "remember_pushed",
     "render_pr_body",
     "report_error",
     "retitle",
     "review_body",
     "review_comment",
     "review_marker",
-    "save_fork_state",
-    "save_plan",
     "split_anchored",
-    "sync_branch_name",
     "unanchored_lines",
     "update_body",
     "upsert_check_run",

@@ -1,0 +1,112 @@
+"""The per-fork state in the store, the plans on disk, and the sync branch's name.
+
+Per-fork state (``Store`` key ``fork:<owner>/<repo>``), shared by the publish steps,
+the follow-up and the slash commands::
+
+    installation_id, upstream, upstream_branch, fork_branch,
+    last_seen_upstream            the upstream head at the last sync or poll
+    last_synced_tip               the tip of the last sync PR that was merged
+    pushed: [sha, ...]            every head the bot wrote to a sync branch
+    commands_done: [key, ...]     slash-command comments already answered
+    sync: {branch, commit, cutoff, tip, ours, window_label, plan_file, report_url, pr,
+           review_commit, unanchored: [id], behind, head, check_runs: {sha: id},
+           resolved: [id], remaining: [Remaining], resolutions: {id: how},
+           refused_head, answers: {id: choice}, rerere: {hunk key: text}, pending}
+
+Who writes what. Each publish step (``bot.sync.publish``) owns its keys: the run
+``installation_id``; fetch ``upstream``, ``upstream_branch``, ``fork_branch``,
+``last_seen_upstream``; prepare the window and commit 1 (``branch`` .. ``report_url``);
+branch ``pushed`` and ``refused_head``; pr ``pr``; review ``review_commit`` and
+``unanchored``; check ``remaining``, ``head`` and ``check_runs``; behind ``behind`` and
+``last_synced_tip``. The follow-up writes ``resolved``, ``remaining``, ``resolutions``,
+``head`` and ``check_runs`` on every push. The slash commands write ``answers``,
+``rerere``, ``commands_done``, and a new window and commit 1 by way of ``pending``
+(a half-finished extend or refresh). Installing the App records the upstream at once.
+
+The plan itself (``Plan.to_json()``) is a file under ``<data_dir>/plans/``, named by
+commit 1, because the body and the check are re-rendered from it on every push.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bot.app.settings import Settings
+from bot.app.store import Store
+from bot.errors import ForksyncError
+
+SYNC_BRANCH_PREFIX = "forksync/sync-"
+STATE_PREFIX = "fork:"  # the server's scheduler polls every fork under this prefix
+MAX_PUSHED = 200  # heads remembered per fork: far more than live sync branches
+
+
+def sync_branch_name(cutoff: str) -> str:
+    """Deterministic per window start, so a rerun of the same window finds its branch."""
+    return f"{SYNC_BRANCH_PREFIX}{cutoff[:10]}"
+
+
+def is_sync_branch(ref: str) -> bool:
+    return ref.removeprefix("refs/heads/").startswith(SYNC_BRANCH_PREFIX)
+
+
+def fork_state_key(fork: str) -> str:
+    return f"{STATE_PREFIX}{fork}"
+
+
+def load_fork_state(store: Store, fork: str) -> dict[str, Any]:
+    return store.get_state(fork_state_key(fork)) or {"fork": fork}
+
+
+def save_fork_state(store: Store, fork: str, state: dict[str, Any]) -> None:
+    state["fork"] = fork
+    store.put_state(fork_state_key(fork), state)
+
+
+def forks_following(store: Store, upstream: str, branch: str | None = None, *,
+                    mirror: bool = False) -> list[dict[str, Any]]:
+    """States of every registered fork whose config names ``upstream`` (and ``branch``).
+
+    With ``mirror``, ``upstream`` is a mirror: any owner, the same repository name.
+    """
+    found = []
+    for key in store.state_keys(STATE_PREFIX):
+        state = store.get_state(key) or {}
+        followed = str(state.get("upstream", "")).lower()
+        if mirror:
+            followed, upstream = followed.rpartition("/")[2], upstream.rpartition("/")[2]
+        if not followed or followed != upstream.lower():
+            continue
+        if branch is not None and state.get("upstream_branch", "main") != branch:
+            continue
+        state.setdefault("fork", key[len(STATE_PREFIX):])
+        found.append(state)
+    return found
+
+
+def remember_pushed(state: dict[str, Any], sha: str) -> None:
+    pushed = [s for s in state.get("pushed", []) if s != sha]
+    state["pushed"] = [*pushed, sha][-MAX_PUSHED:]
+
+
+def plan_path(settings: Settings, fork: str, commit: str) -> Path:
+    return settings.data_dir / "plans" / fork.replace("/", "__") / f"{commit}.json"
+
+
+def save_plan(settings: Settings, fork: str, commit: str, plan_json: dict[str, Any]) -> str:
+    path = plan_path(settings, fork, commit)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(plan_json), encoding="utf-8")
+    tmp.replace(path)
+    return str(path)
+
+
+def load_plan(sync: dict[str, Any]) -> dict[str, Any]:
+    path = sync.get("plan_file")
+    if not path or not Path(path).exists():
+        raise ForksyncError("the sync's plan is missing from the data directory; "
+                            "run `/sync refresh` to compute it again")
+    data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return data
