@@ -18,23 +18,19 @@ from typing import Any
 import pytest
 from gidgethub import BadRequest
 
+from bot.engine.gate import Remaining, check_annotations, initial_remaining
 from bot.engine.report import BEGIN, END
-from bot.sync.publish.run import (
-    MAX_ANNOTATIONS,
-    Remaining,
+from bot.engine.review import (
     anchorable,
-    check_annotations,
     comment_items,
     diff_hunks,
-    initial_remaining,
     local_diff,
     offending_comments,
-    publish_sync,
     review_comment,
     review_marker,
     split_anchored,
-    upsert_check_run,
 )
+from bot.sync.publish.run import MAX_ANNOTATIONS, publish_sync, upsert_check_run
 from bot.sync.state import load_fork_state, save_fork_state, sync_branch_name
 from tests.conftest import FakeContext, FakeGH, Request
 from tests.factory import Scenario, make_demo

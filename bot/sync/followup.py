@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.app.context import JobContext
+from bot.engine.gate import Remaining, item_message
 from bot.engine.git import Git
 from bot.engine.markers import MarkerRegion, find_marker_regions, split_lines
 from bot.errors import ForksyncError
 from bot.github import remote
 from bot.sync.publish.run import (
-    Remaining,
-    item_message,
     read_blobs,
     render_pr_body,
     report_error,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bot.engine.git import Git
+from bot.engine.review import comment_items, local_diff, split_anchored
 from bot.github import remote
 from bot.sync.commands import gitops
 from bot.sync.commands.parse import Extend, Refresh
@@ -30,12 +31,9 @@ from bot.sync.commands.request import CommandFailed, join_and
 from bot.sync.commands.runner import Branch, Runner
 from bot.sync.publish.run import (
     CONFIG_PATH,
-    comment_items,
-    local_diff,
     post_review,
     pr_title,
     render_pr_body,
-    split_anchored,
     upsert_check_run,
 )
 from bot.sync.state import load_plan, remember_pushed, save_plan

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.engine.gate import Remaining, initial_remaining
 from bot.sync.commands.request import join_and
 from bot.sync.commands.runner import Runner
-from bot.sync.publish.run import Remaining, initial_remaining
 from bot.sync.state import load_plan
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -35,13 +34,28 @@ from pathlib import Path
 from typing import Any
 
 from gidgethub import BadRequest
-from unidiff.errors import UnidiffParseError
-from unidiff.patch import PatchSet
 
 from bot.app.context import JobContext
 from bot.app.settings import Settings
 from bot.app.store import Store
+from bot.engine.gate import (
+    Remaining,
+    check_annotations,
+    check_output,
+    clip_summary,
+    initial_remaining,
+)
 from bot.engine.git import CatFile, Git
+from bot.engine.review import (
+    comment_items,
+    local_diff,
+    offending_comments,
+    review_comment,
+    review_marker,
+    review_payload,
+    split_anchored,
+    unanchored_lines,
+)
 from bot.errors import ForksyncError, GitError
 from bot.github import remote
 from bot.github.auth import AuthError
@@ -61,224 +75,7 @@ CHECK_NAME = "forksync"
 CONFIG_PATH = ".github/forksync.yml"
 MAX_ANNOTATIONS = 50  # GitHub's limit per check-run request
 MAX_BODY = 65_536
-MAX_SUMMARY = 65_535
 _LOCAL_WORK_BRANCH = "forksync/local-work"
-
-
-def review_marker(commit: str) -> str:
-    """The hidden marker that makes the one review findable again."""
-    return f"<!-- forksync:review {commit} -->"
-
-
-# -- review comments on the PR diff (pure) ----------------------------------------
-
-
-def comment_items(plan_json: dict[str, Any]) -> list[dict[str, Any]]:
-    """Review items a comment can sit on: conflict regions (multi-line) and flagged lines."""
-    out = []
-    for f in plan_json.get("files", []):
-        for item in f.get("review_items", []):
-            if item.get("start_line") is None or item.get("tier") == "Settled":
-                continue
-            kind = item.get("kind")
-            if kind == "flag" or (kind == "conflict" and item.get("end_line") is not None):
-                out.append(item)
-    return out
-
-
-def diff_hunks(diff_text: str) -> dict[str, list[tuple[int, int]]]:
-    """RIGHT-side line ranges (first, last; 1-based) of every hunk, per new path."""
-    try:
-        patch = PatchSet(diff_text)
-    except UnidiffParseError:
-        log.warning("could not parse the PR diff; no comment will be anchored")
-        return {}
-    hunks: dict[str, list[tuple[int, int]]] = {}
-    for patched in patch:
-        if patched.is_removed_file:
-            continue
-        hunks[patched.path] = [(h.target_start, h.target_start + h.target_length - 1)
-                               for h in patched if h.target_length > 0]
-    return hunks
-
-
-def _comment_lines(item: dict[str, Any]) -> tuple[int, int]:
-    start = int(item["start_line"])
-    end = int(item["end_line"]) if item.get("kind") == "conflict" else start
-    return start, end
-
-
-def anchorable(item: dict[str, Any], hunks: dict[str, list[tuple[int, int]]]) -> bool:
-    """GitHub takes a comment only on diff lines; a multi-line one must stay in one hunk."""
-    start, end = _comment_lines(item)
-    return any(first <= start and end <= last for first, last in hunks.get(item["path"], []))
-
-
-def split_anchored(items: Iterable[dict[str, Any]], diff_text: str
-                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    hunks = diff_hunks(diff_text)
-    anchored: list[dict[str, Any]] = []
-    unanchored: list[dict[str, Any]] = []
-    for item in items:
-        (anchored if anchorable(item, hunks) else unanchored).append(item)
-    return anchored, unanchored
-
-
-def review_comment(item: dict[str, Any]) -> dict[str, Any]:
-    from bot.engine.report import render_review_comment
-
-    start, end = _comment_lines(item)
-    comment: dict[str, Any] = {"path": item["path"], "line": end, "side": "RIGHT",
-                               "body": render_review_comment(item)}
-    if end > start:
-        comment.update(start_line=start, start_side="RIGHT")
-    return comment
-
-
-def review_body(commit: str, anchored: int, unanchored: int) -> str:
-    lines = [f"forksync: {anchored} review item(s) below. On a conflict, the suggestion "
-             "replaces the whole marker region, so **Commit suggestion** resolves it."]
-    if unanchored:
-        lines.append(f"{unanchored} more item(s) could not be placed on the diff; "
-                     "the PR description lists them.")
-    lines.append(review_marker(commit))
-    return "\n\n".join(lines)
-
-
-def unanchored_lines(items: Sequence[dict[str, Any]]) -> list[str]:
-    """The PR body's entries for items that got no review comment, suggestion included."""
-    from bot.engine.report import fence
-
-    out = []
-    for item in items:
-        start, end = _comment_lines(item)
-        where = f"L{start}" if start == end else f"L{start}–{end}"
-        line = (f"- **{item['id']}** `{item['path']}` {where} ({item.get('tier', '')}): "
-                f"{item.get('question') or item.get('reason', '')}")
-        if item.get("suggestion") is not None:
-            line += ("\n  <details><summary>suggested resolution</summary>\n\n"
-                     + fence(item["suggestion"]) + "\n\n  </details>")
-        out.append(line)
-    return out
-
-
-def offending_comments(exc: BaseException, comments: Sequence[dict[str, Any]]) -> set[int]:
-    """Indexes of the comments a 422 names; all of them when it names none we can match."""
-    errors = getattr(exc, "errors", None) or []
-    text = " ".join([str(exc), *(e if isinstance(e, str) else json.dumps(e) for e in errors)])
-    named = {i for i, c in enumerate(comments)
-             if re.search(rf"(?<![\w/.-]){re.escape(c['path'])}(?![\w/.-])", text)}
-    return named or set(range(len(comments)))
-
-
-# -- what keeps the check failing (pure) -----------------------------------------------
-
-
-@dataclass(frozen=True)
-class Remaining:
-    """What keeps the check failing: a marker region, an open decision or translation residue."""
-
-    path: str
-    item_id: str | None  # None: a marker region the plan does not know, or residue
-    start_line: int | None = None
-    end_line: int | None = None
-    message: str = ""
-    marker: bool = True
-    residue: bool = False  # an upstream name left in a line people changed
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "id": self.item_id, "start_line": self.start_line,
-                "end_line": self.end_line, "message": self.message, "marker": self.marker,
-                "residue": self.residue}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Remaining:
-        return cls(d["path"], d.get("id"), d.get("start_line"), d.get("end_line"),
-                   d.get("message", ""), bool(d.get("marker", True)),
-                   bool(d.get("residue", False)))
-
-
-def item_message(item: dict[str, Any]) -> str:
-    what = item.get("question") or item.get("reason") or "conflict"
-    return f"{item['id']} ({item.get('tier', '')}): {what}"
-
-
-def decision_is_open(item: dict[str, Any], answers: dict[str, str]) -> bool:
-    """A region-less item (flag, whole-file, manual port) that still waits for a person."""
-    if item.get("tier") == "Settled" or item.get("kind") in ("policy", "conflict"):
-        return False
-    return item["id"] not in answers
-
-
-def initial_remaining(plan_json: dict[str, Any], answers: dict[str, str]) -> list[Remaining]:
-    """What is open at commit 1: every conflict region and every unanswered decision."""
-    out = []
-    for f in plan_json.get("files", []):
-        for item in f.get("review_items", []):
-            if item.get("kind") == "conflict" and item.get("start_line") is not None:
-                out.append(Remaining(item["path"], item["id"], item["start_line"],
-                                     item.get("end_line"), item_message(item)))
-            elif decision_is_open(item, answers):
-                out.append(Remaining(item["path"], item["id"], item.get("start_line"),
-                                     item.get("start_line"), item_message(item), marker=False))
-    return out
-
-
-def check_annotations(remaining: Sequence[Remaining]) -> list[dict[str, Any]]:
-    """Failure annotations on markers and residue; a warning on each open decision with a line."""
-    out = []
-    for r in remaining:
-        if r.start_line is None:
-            continue
-        if r.residue:
-            level, title = "failure", "translation residue"
-        elif r.marker:
-            level, title = "failure", f"{r.item_id or 'conflict'}: conflict markers remain"
-        else:
-            level, title = "warning", f"{r.item_id}: open decision"
-        out.append({
-            "path": r.path,
-            "start_line": r.start_line,
-            "end_line": r.end_line if r.end_line is not None else r.start_line,
-            "annotation_level": level, "title": title,
-            "message": (r.message or "Resolve this conflict region.")[:60_000],
-        })
-    return out
-
-
-def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
-                 behind: int = 0) -> tuple[str, str, str]:
-    """(conclusion, title, summary) of the ``forksync`` check."""
-    from bot.engine.report import render_check_output
-
-    markers: dict[str, int] = {}
-    for r in remaining:
-        if r.marker and not r.residue:
-            markers[r.path] = markers.get(r.path, 0) + 1
-    items = {i["id"]: i for f in plan_json.get("files", []) for i in f.get("review_items", [])}
-    decisions = [items[r.item_id] for r in remaining
-                 if not r.marker and r.item_id is not None and r.item_id in items]
-    title, summary = render_check_output(plan_json, markers, decisions)
-    residue = [r for r in remaining if r.residue]
-    if residue:
-        if not markers and not decisions:
-            title = f"Translation residue on {len(residue)} line(s)"
-            summary = (f"Sync of {plan_json['upstream']['repo']} "
-                       f"{plan_json.get('window_label', '')} is not finished.")
-        summary += "\n\n**Translation residue** (upstream names in lines people changed)\n\n"
-        summary += "\n".join(f"- `{r.path}` L{r.start_line}: {r.message}" for r in residue)
-    if behind:
-        summary = (f"**Behind upstream by {behind} PR{'s' if behind != 1 else ''}** merged "
-                   "after this window; `/sync extend` brings them in.\n\n" + summary)
-    conclusion = "failure" if remaining else "success"
-    return conclusion, title[:1000], _clip(summary, MAX_SUMMARY)
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    note = "\n\n… (truncated; the PR description has the full list)"
-    return text[: limit - len(note)] + note
 
 
 # -- local git (run in threads) ------------------------------------------------------
@@ -287,13 +84,6 @@ def _clip(text: str, limit: int) -> str:
 def read_config_text(git_dir: str, rev: str) -> str | None:
     proc = Git(git_dir).run_proc("cat-file", "blob", f"{rev}:{CONFIG_PATH}")
     return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else None
-
-
-def local_diff(git_dir: str, base: str, head: str) -> str:
-    """The PR diff as GitHub makes it: from the merge base to the head, renames found."""
-    git = Git(git_dir)
-    merge_base = git.text("merge-base", base, head).strip()
-    return git.text("diff", "--no-color", "--no-ext-diff", "-M", merge_base, head, "--")
 
 
 def read_blobs(git_dir: str, rev: str, paths: Iterable[str]) -> dict[str, str | None]:
@@ -725,16 +515,16 @@ async def report_error(gh: GitHubClient, fork: str, sha: str, title: str, text: 
     run = await find_check_run(gh, fork, sha)
     output = (run or {}).get("output") or {}
     if run is not None and output.get("title") == title[:1000] \
-            and output.get("summary") == _clip(text, MAX_SUMMARY):
+            and output.get("summary") == clip_summary(text):
         return  # said so already
     if run is not None:
         await gh.patch(f"/repos/{fork}/check-runs/{run['id']}", data={
             "status": "completed", "conclusion": "failure",
-            "output": {"title": title[:1000], "summary": _clip(text, MAX_SUMMARY)}})
+            "output": {"title": title[:1000], "summary": clip_summary(text)}})
         return
     await gh.post(f"/repos/{fork}/check-runs", data={
         "name": CHECK_NAME, "head_sha": sha, "status": "completed", "conclusion": "failure",
-        "output": {"title": title[:1000], "summary": _clip(text, MAX_SUMMARY)}})
+        "output": {"title": title[:1000], "summary": clip_summary(text)}})
 
 
 def render_pr_body(plan_json: dict[str, Any], sync: dict[str, Any]) -> str:
@@ -850,7 +640,7 @@ async def post_review(gh: GitHubClient, fork: str, number: int, commit: str,
     url = f"/repos/{fork}/pulls/{number}/reviews"
     comments = [review_comment(item) for item in anchored]
     try:
-        await gh.post(url, data=_review_payload(commit, comments, unanchored))
+        await gh.post(url, data=review_payload(commit, comments, unanchored))
     except BadRequest as exc:
         if exc.status_code != 422 or not comments:
             raise
@@ -858,7 +648,7 @@ async def post_review(gh: GitHubClient, fork: str, number: int, commit: str,
         log.warning("%s#%d: review rejected (%s); moving %d comment(s) to the PR body",
                     fork, number, exc, len(bad))
         kept = [c for i, c in enumerate(comments) if i not in bad]
-        await gh.post(url, data=_review_payload(commit, kept, unanchored + len(bad)))
+        await gh.post(url, data=review_payload(commit, kept, unanchored + len(bad)))
         return [anchored[i]["id"] for i in sorted(bad)]
     return []
 
@@ -883,15 +673,6 @@ async def _post_review_once(gh: GitHubClient, fork: str, pr: Any, sync: dict[str
         current = await gh.getitem(f"/repos/{fork}/pulls/{number}")
         await update_body(gh, fork, number, current.get("body") or "",
                           render_pr_body(plan_json, sync))
-
-
-def _review_payload(commit: str, comments: list[dict[str, Any]], unanchored: int
-                    ) -> dict[str, Any]:
-    payload: dict[str, Any] = {"commit_id": commit, "event": "COMMENT",
-                               "body": review_body(commit, len(comments), unanchored)}
-    if comments:
-        payload["comments"] = comments
-    return payload
 
 
 async def update_body(gh: GitHubClient, fork: str, number: int, old_body: str,
@@ -997,21 +778,10 @@ __all__ = [
     "CHECK_NAME",
     "CONFIG_PATH",
     "PublishResult",
-    "Remaining",
-    "anchorable",
-    "check_annotations",
-    "check_output",
     "clone_url",
-    "comment_items",
-    "decision_is_open",
-    "diff_hunks",
     "find_check_run",
     "find_sync_cutoff",
-    "initial_remaining",
-    "item_message",
-    "local_diff",
     "manual_instructions",
-    "offending_comments",
     "post_review",
     "pr_title",
     "publish_from_cli",
@@ -1020,11 +790,6 @@ __all__ = [
     "render_pr_body",
     "report_error",
     "retitle",
-    "review_body",
-    "review_comment",
-    "review_marker",
-    "split_anchored",
-    "unanchored_lines",
     "update_body",
     "upsert_check_run",
 ]

@@ -1,0 +1,120 @@
+"""The gate, as data: what keeps the ``forksync`` check failing, and what the check says.
+
+The check fails while a conflict-marker region, an open decision or translation residue
+remains (:class:`Remaining`); it never passes with one left. Publishing and the follow-up
+both render the check from here; :mod:`bot.github.checks` posts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.engine.report import CHECK_SUMMARY_LIMIT, render_check_output
+
+
+@dataclass(frozen=True)
+class Remaining:
+    """What keeps the check failing: a marker region, an open decision or translation residue."""
+
+    path: str
+    item_id: str | None  # None: a marker region the plan does not know, or residue
+    start_line: int | None = None
+    end_line: int | None = None
+    message: str = ""
+    marker: bool = True
+    residue: bool = False  # an upstream name left in a line people changed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "id": self.item_id, "start_line": self.start_line,
+                "end_line": self.end_line, "message": self.message, "marker": self.marker,
+                "residue": self.residue}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Remaining:
+        return cls(d["path"], d.get("id"), d.get("start_line"), d.get("end_line"),
+                   d.get("message", ""), bool(d.get("marker", True)),
+                   bool(d.get("residue", False)))
+
+
+def item_message(item: dict[str, Any]) -> str:
+    what = item.get("question") or item.get("reason") or "conflict"
+    return f"{item['id']} ({item.get('tier', '')}): {what}"
+
+
+def decision_is_open(item: dict[str, Any], answers: dict[str, str]) -> bool:
+    """A region-less item (flag, whole-file, manual port) that still waits for a person."""
+    if item.get("tier") == "Settled" or item.get("kind") in ("policy", "conflict"):
+        return False
+    return item["id"] not in answers
+
+
+def initial_remaining(plan_json: dict[str, Any], answers: dict[str, str]) -> list[Remaining]:
+    """What is open at commit 1: every conflict region and every unanswered decision."""
+    out = []
+    for f in plan_json.get("files", []):
+        for item in f.get("review_items", []):
+            if item.get("kind") == "conflict" and item.get("start_line") is not None:
+                out.append(Remaining(item["path"], item["id"], item["start_line"],
+                                     item.get("end_line"), item_message(item)))
+            elif decision_is_open(item, answers):
+                out.append(Remaining(item["path"], item["id"], item.get("start_line"),
+                                     item.get("start_line"), item_message(item), marker=False))
+    return out
+
+
+def check_annotations(remaining: Sequence[Remaining]) -> list[dict[str, Any]]:
+    """Failure annotations on markers and residue; a warning on each open decision with a line."""
+    out = []
+    for r in remaining:
+        if r.start_line is None:
+            continue
+        if r.residue:
+            level, title = "failure", "translation residue"
+        elif r.marker:
+            level, title = "failure", f"{r.item_id or 'conflict'}: conflict markers remain"
+        else:
+            level, title = "warning", f"{r.item_id}: open decision"
+        out.append({
+            "path": r.path,
+            "start_line": r.start_line,
+            "end_line": r.end_line if r.end_line is not None else r.start_line,
+            "annotation_level": level, "title": title,
+            "message": (r.message or "Resolve this conflict region.")[:60_000],
+        })
+    return out
+
+
+def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
+                 behind: int = 0) -> tuple[str, str, str]:
+    """(conclusion, title, summary) of the ``forksync`` check."""
+    markers: dict[str, int] = {}
+    for r in remaining:
+        if r.marker and not r.residue:
+            markers[r.path] = markers.get(r.path, 0) + 1
+    items = {i["id"]: i for f in plan_json.get("files", []) for i in f.get("review_items", [])}
+    decisions = [items[r.item_id] for r in remaining
+                 if not r.marker and r.item_id is not None and r.item_id in items]
+    title, summary = render_check_output(plan_json, markers, decisions)
+    residue = [r for r in remaining if r.residue]
+    if residue:
+        if not markers and not decisions:
+            title = f"Translation residue on {len(residue)} line(s)"
+            summary = (f"Sync of {plan_json['upstream']['repo']} "
+                       f"{plan_json.get('window_label', '')} is not finished.")
+        summary += "\n\n**Translation residue** (upstream names in lines people changed)\n\n"
+        summary += "\n".join(f"- `{r.path}` L{r.start_line}: {r.message}" for r in residue)
+    if behind:
+        summary = (f"**Behind upstream by {behind} PR{'s' if behind != 1 else ''}** merged "
+                   "after this window; `/sync extend` brings them in.\n\n" + summary)
+    conclusion = "failure" if remaining else "success"
+    return conclusion, title[:1000], clip_summary(summary)
+
+
+def clip_summary(text: str) -> str:
+    """A check-run summary GitHub accepts: long ones end with a note instead."""
+    if len(text) <= CHECK_SUMMARY_LIMIT:
+        return text
+    note = "\n\n… (truncated; the PR description has the full list)"
+    return text[: CHECK_SUMMARY_LIMIT - len(note)] + note
