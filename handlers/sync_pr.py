@@ -11,8 +11,8 @@ from typing import Any
 from gidgethub import routing, sansio
 
 from bot.app.context import JobContext
+from bot.github.checks import CHECK_NAME
 from bot.sync.jobs import enqueue_rescan, enqueue_sync
-from bot.sync.publish.run import CHECK_NAME
 from bot.sync.state import is_sync_branch, load_fork_state
 
 router = routing.Router()

@@ -20,14 +20,13 @@ from bot.app.settings import Settings
 from bot.app.store import Store
 from bot.engine.git import BOT_NAME, Git
 from bot.engine.rerere import has_markers, parse_regions
-from bot.github import remote
+from bot.github import checks, remote
 from bot.sync.commands.answer import validate_answer
 from bot.sync.commands.gitops import TRAILER, commit_files
 from bot.sync.commands.jobs import JOBS, run_command
 from bot.sync.commands.parse import USAGE
 from bot.sync.commands.rebuild import migrate_answers
 from bot.sync.commands.request import reply_marker
-from bot.sync.publish import run as publish
 from bot.sync.state import load_fork_state, save_fork_state, save_plan, sync_branch_name
 from handlers.commands import router as commands_router
 from tests.conftest import FakeContext, FakeGH, sample_event
@@ -158,7 +157,7 @@ def no_check_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     async def none(*_a: Any) -> None:
         return None
 
-    monkeypatch.setattr(publish, "find_check_run", none)
+    monkeypatch.setattr(checks, "find_check_run", none)
 
 
 def test_the_registry_names_the_job() -> None:

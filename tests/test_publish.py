@@ -30,7 +30,8 @@ from bot.engine.review import (
     review_marker,
     split_anchored,
 )
-from bot.sync.publish.run import MAX_ANNOTATIONS, publish_sync, upsert_check_run
+from bot.github.checks import MAX_ANNOTATIONS, upsert_check_run
+from bot.sync.publish.run import publish_sync
 from bot.sync.state import load_fork_state, save_fork_state, sync_branch_name
 from tests.conftest import FakeContext, FakeGH, Request
 from tests.factory import Scenario, make_demo

@@ -24,14 +24,9 @@ from bot.engine.git import Git
 from bot.engine.markers import MarkerRegion, find_marker_regions, split_lines
 from bot.errors import ForksyncError
 from bot.github import remote
-from bot.sync.publish.run import (
-    read_blobs,
-    render_pr_body,
-    report_error,
-    retitle,
-    update_body,
-    upsert_check_run,
-)
+from bot.github.checks import report_error, upsert_check_run
+from bot.github.pulls import update_body
+from bot.sync.publish.run import read_blobs, render_pr_body, retitle
 from bot.sync.state import load_fork_state, load_plan, save_fork_state
 
 log = logging.getLogger(__name__)

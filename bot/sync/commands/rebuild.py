@@ -24,18 +24,14 @@ from typing import TYPE_CHECKING, Any
 from bot.engine.git import Git
 from bot.engine.review import comment_items, local_diff, split_anchored
 from bot.github import remote
+from bot.github.checks import upsert_check_run
+from bot.github.pulls import post_review
 from bot.sync.commands import gitops
 from bot.sync.commands.parse import Extend, Refresh
 from bot.sync.commands.replay import Recorded, Replayed, record_branch, replay_onto
 from bot.sync.commands.request import CommandFailed, join_and
 from bot.sync.commands.runner import Branch, Runner
-from bot.sync.publish.run import (
-    CONFIG_PATH,
-    post_review,
-    pr_title,
-    render_pr_body,
-    upsert_check_run,
-)
+from bot.sync.publish.run import CONFIG_PATH, pr_title, render_pr_body
 from bot.sync.state import load_plan, remember_pushed, save_plan
 
 if TYPE_CHECKING:

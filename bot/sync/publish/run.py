@@ -28,7 +28,7 @@ import dataclasses
 import logging
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,26 +40,21 @@ from bot.app.settings import Settings
 from bot.app.store import Store
 from bot.engine.gate import (
     Remaining,
-    check_annotations,
-    check_output,
-    clip_summary,
     initial_remaining,
 )
 from bot.engine.git import CatFile, Git
 from bot.engine.review import (
     comment_items,
     local_diff,
-    offending_comments,
-    review_comment,
-    review_marker,
-    review_payload,
     split_anchored,
     unanchored_lines,
 )
 from bot.errors import ForksyncError, GitError
 from bot.github import remote
 from bot.github.auth import AuthError
+from bot.github.checks import report_error, upsert_check_run
 from bot.github.client import GitHubClient
+from bot.github.pulls import post_review, pr_diff, review_posted, update_body
 from bot.sync.state import (
     load_fork_state,
     load_plan,
@@ -71,10 +66,7 @@ from bot.sync.state import (
 
 log = logging.getLogger(__name__)
 
-CHECK_NAME = "forksync"
 CONFIG_PATH = ".github/forksync.yml"
-MAX_ANNOTATIONS = 50  # GitHub's limit per check-run request
-MAX_BODY = 65_536
 _LOCAL_WORK_BRANCH = "forksync/local-work"
 
 
@@ -510,23 +502,6 @@ def _public_url(url: str) -> str:
     return re.sub(r"^(\w+://)[^/@]*@", r"\1", url)
 
 
-async def report_error(gh: GitHubClient, fork: str, sha: str, title: str, text: str) -> None:
-    """A failure people must fix, with no PR to say it in: a failing check on the fork's head."""
-    run = await find_check_run(gh, fork, sha)
-    output = (run or {}).get("output") or {}
-    if run is not None and output.get("title") == title[:1000] \
-            and output.get("summary") == clip_summary(text):
-        return  # said so already
-    if run is not None:
-        await gh.patch(f"/repos/{fork}/check-runs/{run['id']}", data={
-            "status": "completed", "conclusion": "failure",
-            "output": {"title": title[:1000], "summary": clip_summary(text)}})
-        return
-    await gh.post(f"/repos/{fork}/check-runs", data={
-        "name": CHECK_NAME, "head_sha": sha, "status": "completed", "conclusion": "failure",
-        "output": {"title": title[:1000], "summary": clip_summary(text)}})
-
-
 def render_pr_body(plan_json: dict[str, Any], sync: dict[str, Any]) -> str:
     """The bot's section of the PR body from the plan and what the state knows now."""
     from bot.engine.report import render_body
@@ -593,72 +568,12 @@ async def _find_or_create_pr(gh: GitHubClient, fork: str, base: str, sync: dict[
         raise
 
 
-async def _pr_diff(gh: GitHubClient, fork: str, number: int) -> str | None:
-    """The PR diff as GitHub shows it; from the per-file patches when it is too large."""
-    try:
-        text = await gh.getitem(f"/repos/{fork}/pulls/{number}",
-                                accept="application/vnd.github.diff")
-        if isinstance(text, str):
-            return text
-    except BadRequest as exc:  # 406: too large to render as one diff
-        log.info("%s#%d: no whole PR diff (%s); reading the file patches", fork, number, exc)
-    try:
-        parts = []
-        async for f in gh.getiter(f"/repos/{fork}/pulls/{number}/files?per_page=100"):
-            if f.get("patch") is None:
-                continue  # binary, or too large for GitHub to show: no line can be commented
-            old = f.get("previous_filename") or f["filename"]
-            parts.append(f"diff --git a/{old} b/{f['filename']}\n--- a/{old}\n"
-                         f"+++ b/{f['filename']}\n{f['patch']}\n")
-        return "".join(parts)
-    except BadRequest as exc:
-        log.warning("%s#%d: no PR files (%s); anchoring on the local diff", fork, number, exc)
-        return None
-
-
-async def review_posted(gh: GitHubClient, fork: str, number: int, commit: str) -> bool:
-    """Is the one review of ``commit`` already on the PR (found by its hidden marker)?"""
-    marker = review_marker(commit)
-    async for review in gh.getiter(f"/repos/{fork}/pulls/{number}/reviews"):
-        if marker in (review.get("body") or ""):
-            return True
-    return False
-
-
-async def post_review(gh: GitHubClient, fork: str, number: int, commit: str,
-                      anchored: list[dict[str, Any]], unanchored: int, *,
-                      checked: bool = False) -> list[str] | None:
-    """Post the one review of ``commit`` (find-or-create); None if it is already there.
-
-    ``checked`` says the caller has just looked with :func:`review_posted`. Returns the
-    ids of the items whose comments GitHub rejected with a 422: the review goes out
-    again without them, and the caller lists them in the PR body instead, so a bad
-    anchor never loses the review.
-    """
-    if not checked and await review_posted(gh, fork, number, commit):
-        return None
-    url = f"/repos/{fork}/pulls/{number}/reviews"
-    comments = [review_comment(item) for item in anchored]
-    try:
-        await gh.post(url, data=review_payload(commit, comments, unanchored))
-    except BadRequest as exc:
-        if exc.status_code != 422 or not comments:
-            raise
-        bad = offending_comments(exc, comments)
-        log.warning("%s#%d: review rejected (%s); moving %d comment(s) to the PR body",
-                    fork, number, exc, len(bad))
-        kept = [c for i, c in enumerate(comments) if i not in bad]
-        await gh.post(url, data=review_payload(commit, kept, unanchored + len(bad)))
-        return [anchored[i]["id"] for i in sorted(bad)]
-    return []
-
-
 async def _post_review_once(gh: GitHubClient, fork: str, pr: Any, sync: dict[str, Any],
                             plan_json: dict[str, Any], items: list[dict[str, Any]]) -> None:
     number, commit = pr["number"], sync["commit"]
     if await review_posted(gh, fork, number, commit):
         return  # before fetching the diff: a resumed run needs neither
-    diff = await _pr_diff(gh, fork, number)
+    diff = await pr_diff(gh, fork, number)
     if diff is not None:
         anchored, unanchored = split_anchored(items, diff)
     else:
@@ -673,74 +588,6 @@ async def _post_review_once(gh: GitHubClient, fork: str, pr: Any, sync: dict[str
         current = await gh.getitem(f"/repos/{fork}/pulls/{number}")
         await update_body(gh, fork, number, current.get("body") or "",
                           render_pr_body(plan_json, sync))
-
-
-async def update_body(gh: GitHubClient, fork: str, number: int, old_body: str,
-                      section: str, *, title: str | None = None) -> bool:
-    """Rewrite only the bot's section of the PR body (and the title, if given) in one request.
-
-    No request at all when nothing changed.
-    """
-    from bot.engine.report import merge_body
-
-    new_body = merge_body(old_body, section)
-    data: dict[str, Any] = {}
-    if new_body != old_body:
-        data["body"] = new_body[:MAX_BODY]
-    if title is not None:
-        data["title"] = title
-    if not data:
-        return False
-    await gh.patch(f"/repos/{fork}/pulls/{number}", data=data)
-    return True
-
-
-async def find_check_run(gh: GitHubClient, fork: str, sha: str) -> Any | None:
-    data = await gh.getitem(f"/repos/{fork}/commits/{sha}/check-runs?check_name={CHECK_NAME}")
-    runs = [r for r in (data or {}).get("check_runs", []) if r.get("name") == CHECK_NAME]
-    return runs[0] if runs else None
-
-
-async def upsert_check_run(gh: GitHubClient, fork: str, sha: str, plan_json: dict[str, Any],
-                           remaining: Sequence[Remaining], *, behind: int = 0,
-                           max_batches: int | None = None) -> int:
-    """Find-or-create the ``forksync`` check on ``sha``; send only what differs.
-
-    Annotations go out 50 per request. ``max_batches`` caps those requests (a push
-    rescan keeps to one); the summary still names every remaining file.
-    """
-    conclusion, title, summary = check_output(plan_json, remaining, behind=behind)
-    notes = check_annotations(remaining)
-    batches = [notes[i:i + MAX_ANNOTATIONS] for i in range(0, len(notes), MAX_ANNOTATIONS)]
-    if max_batches is not None:
-        batches = batches[:max_batches]
-    run = await find_check_run(gh, fork, sha)
-    if run is None:
-        run = await gh.post(f"/repos/{fork}/check-runs", data={
-            "name": CHECK_NAME, "head_sha": sha, "status": "completed",
-            "conclusion": conclusion, "external_id": sha,
-            "output": {"title": title, "summary": summary,
-                       "annotations": batches[0] if batches else []}})
-        start = 1
-    else:
-        output = run.get("output") or {}
-        same = (run.get("status") == "completed" and run.get("conclusion") == conclusion
-                and output.get("title") == title and output.get("summary") == summary)
-        # Annotations accumulate on GitHub: after a crash between batches, go on from
-        # the first batch not sent yet rather than send any twice.
-        start = -(-int(output.get("annotations_count") or 0) // MAX_ANNOTATIONS)
-        if same and start >= len(batches):
-            return int(run["id"])
-        if not same:
-            await gh.patch(f"/repos/{fork}/check-runs/{run['id']}", data={
-                "status": "completed", "conclusion": conclusion,
-                "output": {"title": title, "summary": summary,
-                           "annotations": batches[start] if start < len(batches) else []}})
-            start += 1
-    for batch in batches[start:]:
-        await gh.patch(f"/repos/{fork}/check-runs/{run['id']}", data={
-            "output": {"title": title, "summary": summary, "annotations": batch}})
-    return int(run["id"])
 
 
 def publish_from_cli(args: Any) -> int:
@@ -775,21 +622,15 @@ def publish_from_cli(args: Any) -> int:
 
 
 __all__ = [
-    "CHECK_NAME",
     "CONFIG_PATH",
     "PublishResult",
     "clone_url",
-    "find_check_run",
     "find_sync_cutoff",
     "manual_instructions",
-    "post_review",
     "pr_title",
     "publish_from_cli",
     "publish_sync",
     "read_blobs",
     "render_pr_body",
-    "report_error",
     "retitle",
-    "update_body",
-    "upsert_check_run",
 ]
