@@ -122,7 +122,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             branch = None
         else:
             if args.publish:
-                from bot.sync.publish.run import publish_from_cli
+                from bot.sync.publish.cli import publish_from_cli
 
                 return publish_from_cli(args)
             from bot.engine.pipeline import sync

@@ -15,10 +15,10 @@ from gidgethub import routing, sansio
 
 from bot.app.context import JobContext
 from bot.app.store import Store
+from bot.engine.config import CONFIG_PATH
 from bot.errors import ForksyncError
 from bot.github.client import get_or_none
 from bot.sync.jobs import enqueue_sync
-from bot.sync.publish.run import CONFIG_PATH
 from bot.sync.state import STATE_PREFIX, fork_state_key, load_fork_state, save_fork_state
 
 router = routing.Router()

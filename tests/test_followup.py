@@ -11,7 +11,7 @@ import pytest
 
 from bot.engine.markers import find_marker_regions, split_lines
 from bot.sync.followup import classify_resolution, rescan, resolution_text, scan
-from bot.sync.publish.run import publish_sync
+from bot.sync.publish import publish_sync
 from bot.sync.state import load_fork_state, load_plan
 from tests.conftest import FakeContext
 from tests.factory import Scenario, make_demo
@@ -263,7 +263,7 @@ async def test_a_lost_plan_is_reported_on_the_head_not_raised(published: Publish
 
 
 def test_the_title_follows_the_count_but_never_overwrites_peoples_own() -> None:
-    from bot.sync.publish.run import pr_title, retitle
+    from bot.sync.publish.pr import pr_title, retitle
 
     plan = {"upstream": {"repo": UPSTREAM}, "window_label": "#1..#4",
             "summary": {"status": {"conflict": 2}}}

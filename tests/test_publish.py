@@ -31,7 +31,7 @@ from bot.engine.review import (
     split_anchored,
 )
 from bot.github.checks import MAX_ANNOTATIONS, upsert_check_run
-from bot.sync.publish.run import publish_sync
+from bot.sync.publish import publish_sync
 from bot.sync.state import load_fork_state, save_fork_state, sync_branch_name
 from tests.conftest import FakeContext, FakeGH, Request
 from tests.factory import Scenario, make_demo
@@ -616,7 +616,7 @@ async def test_a_report_too_long_for_the_body_is_committed_and_linked(
 
 def test_publish_from_the_cli_needs_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:
     from bot.errors import ForksyncError
-    from bot.sync.publish.run import publish_from_cli
+    from bot.sync.publish.cli import publish_from_cli
 
     monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
     with pytest.raises(ForksyncError, match="GITHUB_REPOSITORY"):

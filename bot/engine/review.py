@@ -123,7 +123,8 @@ def offending_comments(exc: BaseException, comments: Sequence[dict[str, Any]]) -
 
 
 def review_payload(commit: str, comments: list[dict[str, Any]], unanchored: int
-                    ) -> dict[str, Any]:
+                   ) -> dict[str, Any]:
+    """The request body of the one review: a COMMENT review, marked with its commit."""
     payload: dict[str, Any] = {"commit_id": commit, "event": "COMMENT",
                                "body": review_body(commit, len(comments), unanchored)}
     if comments:

@@ -15,18 +15,19 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.app.context import JobContext
 from bot.engine.gate import Remaining, item_message
-from bot.engine.git import Git
+from bot.engine.git import CatFile, Git
 from bot.engine.markers import MarkerRegion, find_marker_regions, split_lines
-from bot.errors import ForksyncError
+from bot.errors import ForksyncError, GitError
 from bot.github import remote
 from bot.github.checks import report_error, upsert_check_run
 from bot.github.pulls import update_body
-from bot.sync.publish.run import read_blobs, render_pr_body, retitle
+from bot.sync.publish.pr import render_pr_body, retitle
 from bot.sync.state import load_fork_state, load_plan, save_fork_state
 
 log = logging.getLogger(__name__)
@@ -163,11 +164,25 @@ def residue_remaining(translator: Any, plan_json: dict[str, Any],
     return out
 
 
+def read_blobs(git_dir: str, rev: str, paths: Iterable[str]) -> dict[str, str | None]:
+    """Text of each path at ``rev``; None where the path is absent or not a file."""
+    out: dict[str, str | None] = {}
+    with CatFile(Git(git_dir)) as cat:
+        for path in paths:
+            try:
+                kind, data = cat.read(f"{rev}:{path}")
+            except GitError:
+                out[path] = None
+                continue
+            out[path] = data.decode("utf-8", "replace") if kind == "blob" else None
+    return out
+
+
 def load_translator(git_dir: str, rev: str) -> Any | None:
     """The translation of the config the sync ran with (None if it cannot be read)."""
-    from bot.engine.config import load_config
+    from bot.engine.config import CONFIG_PATH, load_config
     from bot.engine.translate import Translator
-    from bot.sync.publish.run import CONFIG_PATH, read_config_text
+    from bot.sync.publish.fetch import read_config_text
 
     text = read_config_text(git_dir, rev)
     if text is None:

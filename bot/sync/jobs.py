@@ -15,7 +15,7 @@ from bot.app.context import JobContext
 from bot.github import remote
 from bot.sync.commands.jobs import JOBS as COMMAND_JOBS
 from bot.sync.followup import rescan
-from bot.sync.publish.run import publish_sync
+from bot.sync.publish import publish_sync
 from bot.sync.state import load_fork_state
 
 log = logging.getLogger(__name__)

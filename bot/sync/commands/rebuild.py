@@ -21,6 +21,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bot.engine.config import CONFIG_PATH
 from bot.engine.git import Git
 from bot.engine.review import comment_items, local_diff, split_anchored
 from bot.github import remote
@@ -31,7 +32,7 @@ from bot.sync.commands.parse import Extend, Refresh
 from bot.sync.commands.replay import Recorded, Replayed, record_branch, replay_onto
 from bot.sync.commands.request import CommandFailed, join_and
 from bot.sync.commands.runner import Branch, Runner
-from bot.sync.publish.run import CONFIG_PATH, pr_title, render_pr_body
+from bot.sync.publish.pr import pr_title, render_pr_body
 from bot.sync.state import load_plan, remember_pushed, save_plan
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from bot.github import remote
 from bot.github.checks import upsert_check_run
 from bot.github.client import get_or_none
 from bot.sync.commands.request import CommandFailed, CommandRequest, reply_marker
-from bot.sync.publish.run import clone_url, render_pr_body
+from bot.sync.publish.fetch import clone_url
+from bot.sync.publish.pr import render_pr_body
 from bot.sync.state import load_fork_state, remember_pushed, save_fork_state
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})

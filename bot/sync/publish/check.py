@@ -1,0 +1,29 @@
+"""Step 6: the ``forksync`` check run on commit 1, failing while anything remains.
+
+Owns ``sync.remaining`` and ``sync.head`` (what is open at commit 1, which the
+follow-up updates on every push) and ``sync.check_runs[commit]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.engine.gate import initial_remaining
+from bot.github.checks import upsert_check_run
+from bot.sync.publish.context import RunContext
+
+
+def done(sync: dict[str, Any]) -> bool:
+    return sync["commit"] in sync.get("check_runs", {})
+
+
+async def put_check(run: RunContext, plan_json: dict[str, Any]) -> None:
+    """Find or create the check on commit 1: every conflict region and open decision."""
+    sync = run.sync
+    remaining = initial_remaining(plan_json, dict(sync.get("answers", {})))
+    sync["remaining"] = [r.to_json() for r in remaining]
+    sync["head"] = sync["commit"]
+    check_id = await upsert_check_run(run.gh, run.fork, sync["commit"], plan_json, remaining,
+                                      behind=int(sync.get("behind", 0)))
+    sync.setdefault("check_runs", {})[sync["commit"]] = check_id
+    await run.save()

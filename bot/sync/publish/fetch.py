@@ -1,0 +1,100 @@
+"""Step 1: fork main and the upstream, fetched into the local caches; the fork's config.
+
+Writes ``upstream``, ``upstream_branch``, ``fork_branch`` and ``last_seen_upstream`` to
+the fork's state, and the run's :class:`Repos`. Nothing to resume: every run fetches
+the newest heads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bot.app.settings import Settings
+from bot.engine.config import CONFIG_PATH, Config, load_config
+from bot.engine.git import Git
+from bot.engine.window import resolve_rev
+from bot.errors import ForksyncError, GitError
+from bot.github import remote
+from bot.github.auth import AuthError
+from bot.github.checks import report_error
+from bot.github.client import GitHubClient
+from bot.sync.publish.context import PublishResult, Repos, RunContext
+
+log = logging.getLogger(__name__)
+
+
+async def fetch(run: RunContext) -> Config | PublishResult:
+    """Fetch fork main and the upstream into the caches; the fork's config, or an outcome."""
+    settings, fork, gh = run.ctx.settings, run.fork, run.gh
+    fork_repo = await gh.getitem(f"/repos/{fork}")
+    fork_branch = fork_repo.get("default_branch") or "main"
+    fork_url = settings.clone_url(fork, fork_repo.get("clone_url"))
+    fork_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, fork)
+    await asyncio.to_thread(remote.fetch, fork_git, fork_url,
+                            [f"+refs/heads/{fork_branch}:refs/heads/{fork_branch}"],
+                            run.token)
+    fork_main = Git(fork_git).rev_parse(f"refs/heads/{fork_branch}")
+    config_text = await asyncio.to_thread(read_config_text, fork_git,
+                                          f"refs/heads/{fork_branch}")
+    if fork_main is None or config_text is None:
+        log.info("%s has no %s on %s: nothing to sync", fork, CONFIG_PATH, fork_branch)
+        return run.result("not-configured")
+    try:
+        config = load_config(config_text, CONFIG_PATH)
+    except ForksyncError as exc:
+        await report_error(gh, fork, fork_main, "The forksync config has an error", str(exc))
+        return run.result("refused")
+    upstream, branch = config.upstream_repo, config.upstream_branch
+    run.state.update(upstream=upstream, upstream_branch=branch, fork_branch=fork_branch)
+
+    up_gh, up_token = await upstream_access(run, upstream)
+    upstream_url = await clone_url(up_gh, settings, upstream)
+    upstream_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, upstream)
+    await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
+                            [f"+refs/heads/{branch}:refs/heads/{branch}"], up_token)
+    upstream_head = Git(upstream_git).rev_parse(f"refs/heads/{branch}")
+    if upstream_head is None:
+        raise GitError(f"the upstream {upstream} has no branch {branch}")
+    run.state["last_seen_upstream"] = upstream_head
+    run.repos = Repos(fork_git, upstream_git, fork_url, upstream_url,
+                      fork_repo.get("html_url") or f"https://github.com/{fork}",
+                      fork_branch, fork_main, upstream_head)
+    return config
+
+
+async def upstream_access(run: RunContext, upstream: str) -> tuple[GitHubClient, str]:
+    """A client and token that can read the upstream.
+
+    A public upstream is readable with the fork's token. A private one needs the
+    App installed there too (its installation may differ from the fork's), so that
+    installation's token is used when there is one.
+    """
+    try:
+        installation = await run.ctx.installation_for_repo(upstream)
+    except AuthError:
+        installation = None  # not installed there: the fork's token must do (public)
+    if installation is None or installation == run.ctx.installation_id:
+        return run.gh, run.token
+    return (await run.ctx.gh_for(installation),
+            await run.ctx.git_token_for(installation))
+
+
+def resolve_tip(repos: Repos, upstream_branch: str, tip: str | None) -> str:
+    """The window's tip: the upstream head just fetched, or the SHA or ``#N`` asked for."""
+    if not tip:
+        return repos.upstream_head
+    return resolve_rev(Git(repos.upstream_git), tip, f"refs/heads/{upstream_branch}", "tip")
+
+
+def read_config_text(git_dir: str, rev: str) -> str | None:
+    proc = Git(git_dir).run_proc("cat-file", "blob", f"{rev}:{CONFIG_PATH}")
+    return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else None
+
+
+async def clone_url(gh: GitHubClient, settings: Settings, full_name: str) -> str:
+    """The URL git fetches and pushes ``owner/repo`` at (GitHub's own, or the configured base)."""
+    if settings.git_url:
+        return settings.clone_url(full_name)
+    repo = await gh.getitem(f"/repos/{full_name}")
+    return settings.clone_url(full_name, repo.get("clone_url"))

@@ -1,0 +1,111 @@
+"""Step 2: commit 1 and its plan: the ones a killed run made, or new ones from the engine.
+
+Writes the window to ``sync`` (``branch``, ``commit``, ``cutoff``, ``tip``, ``ours``,
+``behind``, ``window_label``, ``plan_file``, ``report_url``) and the plan to its file.
+Its idempotency key is (``ours``, ``tip``): the same fork main and tip resume the
+commit 1 a killed run made; the engine dates that commit from its inputs, so making it
+again would give the same commit anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from bot.app.settings import Settings
+from bot.engine.config import Config
+from bot.engine.git import Git
+from bot.engine.pipeline import sync as engine_sync
+from bot.engine.window import find_cutoff, newest_by_ancestry, resolve_rev
+from bot.errors import ForksyncError
+from bot.github.checks import report_error
+from bot.sync.publish.context import PublishResult, Repos, RunContext
+from bot.sync.state import load_plan, save_plan, sync_branch_name
+
+_LOCAL_WORK_BRANCH = "forksync/local-work"
+
+FIRST_SYNC_ADVICE = """
+
+The window starts at the upstream commit named in the newest `Upstream-Sync:` trailer on
+`{branch}`. For the first sync, record the upstream commit the fork was last synced with:
+
+```
+git commit --allow-empty -m "Mark the last upstream sync" -m "Upstream-Sync: {upstream}@<sha>"
+git push origin {branch}
+```
+
+or run the sync once from a workflow with `forksync sync --publish --from <sha>`.
+"""
+
+
+async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | None = None
+                  ) -> tuple[dict[str, Any], str] | PublishResult:
+    """Commit 1 and its plan, and whether they are new (``opened``) or a killed run's."""
+    repos, sync = run.repos, run.state.get("sync") or {}
+    if (sync.get("commit") and sync.get("ours") == repos.fork_main
+            and sync.get("tip") == tip_sha and sync.get("plan_file")
+            and Path(sync["plan_file"]).exists()
+            and Git(repos.fork_git).rev_parse(sync["commit"]) is not None):
+        return load_plan(sync), "resumed"
+    if cutoff is not None:
+        cutoff = await asyncio.to_thread(
+            resolve_rev, Git(repos.upstream_git), cutoff,
+            f"refs/heads/{run.state['upstream_branch']}", "the cutoff")
+    else:
+        cutoff = await asyncio.to_thread(find_sync_cutoff, repos, run.state["upstream"],
+                                         run.state.get("last_synced_tip"))
+    if cutoff is not None and await asyncio.to_thread(_up_to_date, repos, cutoff, tip_sha):
+        await run.save()
+        return run.result("up-to-date")
+    try:
+        plan_json, commit, report_path = await _run_engine(
+            run.ctx.settings, repos, config, tip_sha, cutoff)
+    except ForksyncError as exc:
+        # The engine works on local repositories only, so its errors do not go away by
+        # retrying: people must act (fix the config, name the cutoff). Say so on the
+        # fork's head, where they look.
+        advice = "" if cutoff is not None else FIRST_SYNC_ADVICE.format(
+            upstream=run.state["upstream"], branch=repos.fork_branch)
+        await report_error(run.gh, run.fork, repos.fork_main, "forksync cannot sync",
+                           str(exc) + advice)
+        await run.save()
+        return run.result("refused")
+    run.state["sync"] = {
+        "branch": sync_branch_name(plan_json["cutoff"]), "commit": commit,
+        "cutoff": plan_json["cutoff"], "tip": plan_json["tip"], "ours": repos.fork_main,
+        "behind": 0, "window_label": plan_json.get("window_label"),
+        "plan_file": await asyncio.to_thread(save_plan, run.ctx.settings, run.fork,
+                                             commit, plan_json),
+        "report_url": (f"{repos.fork_html_url}/blob/{commit}/{report_path}"
+                       if report_path else None),
+    }
+    return plan_json, "opened"
+
+
+def find_sync_cutoff(repos: Repos, upstream: str, merged_tip: str | None) -> str | None:
+    """The newest upstream commit the fork has synced, however the sync PR was merged.
+
+    The engine reads every ``Upstream-Sync:`` line on main's history; a squash merge
+    may have dropped them all, so the tip of the last sync PR merged counts too. The
+    newest candidate, by upstream ancestry, wins.
+    """
+    fork, up = Git(repos.fork_git), Git(repos.upstream_git)
+    found = find_cutoff(fork, f"refs/heads/{repos.fork_branch}", upstream, up)
+    return newest_by_ancestry(up, [sha for sha in (found, merged_tip) if sha])
+
+
+def _up_to_date(repos: Repos, cutoff: str, tip_sha: str) -> bool:
+    """The fork's last sync already brought in the tip: an empty window, nothing to open."""
+    return cutoff == tip_sha or Git(repos.upstream_git).is_ancestor(tip_sha, cutoff)
+
+
+async def _run_engine(settings: Settings, repos: Repos, config: Config, tip_sha: str,
+                      cutoff: str | None) -> tuple[dict[str, Any], str, str | None]:
+    Git(repos.fork_git).run("update-ref", "-d", f"refs/heads/{_LOCAL_WORK_BRANCH}")
+    result = await asyncio.to_thread(
+        engine_sync, repos.fork_git, repos.upstream_git, from_rev=cutoff, to_rev=tip_sha,
+        config=config, fork_branch=repos.fork_branch, branch=_LOCAL_WORK_BRANCH,
+        workdir=str(settings.data_dir / "work"))
+    plan_json: dict[str, Any] = result.plan.to_json()
+    return plan_json, result.commit, result.report_path
