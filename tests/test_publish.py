@@ -32,6 +32,7 @@ from bot.engine.review import (
 )
 from bot.github.checks import MAX_ANNOTATIONS, upsert_check_run
 from bot.sync.publish import publish_sync
+from bot.sync.publish.run import published
 from bot.sync.state import load_fork_state, save_fork_state, sync_branch_name
 from tests.conftest import FakeContext, FakeGH, Request
 from tests.factory import Scenario, make_demo
@@ -135,6 +136,16 @@ def test_remaining_at_commit_1_is_every_region_and_every_unanswered_decision() -
     assert notes == [{"path": "vime/a.py", "start_line": 2, "end_line": 8,
                       "annotation_level": "failure", "title": "Q1: conflict markers remain",
                       "message": "Q1 (Decide): which?"}]
+
+
+def test_published_needs_every_step_after_the_push_and_each_step_reads_its_own_key() -> None:
+    sync = {"commit": "c1", "pr": 7, "review_commit": "c1", "check_runs": {"c1": 100}}
+    assert published(sync)
+    for key in ("pr", "review_commit", "check_runs"):
+        assert not published({k: v for k, v in sync.items() if k != key}), key
+    assert not published(sync | {"review_commit": "c0"})  # the review of an older commit 1
+    assert not published(sync | {"check_runs": {"c0": 99}})  # a check on another head
+    assert not published(sync | {"pr": None})
 
 
 # -- the check run through the FakeGH --------------------------------------------------
