@@ -6,16 +6,20 @@ Every git failure becomes a :class:`GitError` with a one-line message. Secrets
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import subprocess
+import tempfile
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from bot.errors import GitError
+from bot.engine.process import Watchdog, kill, missing_oid, spawn, subcommand
+from bot.errors import GitError, GitTimeout, MissingObject
 
 BOT_NAME = "forksync[bot]"
 BOT_EMAIL = "forksync[bot]@users.noreply.github.com"
@@ -28,6 +32,10 @@ _SECRET_PATTERNS = [
     re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{10,}"),
     re.compile(r"\b(v1\.)[0-9a-f]{20,}"),
 ]
+
+# The time limit of one git process, or of one request to a long-running one. Generous:
+# it only has to turn a hang (a stuck disk, a stalled server) into an error.
+DEFAULT_TIMEOUT = 600.0
 
 MODE_TREE = "040000"
 MODE_GITLINK = "160000"
@@ -65,6 +73,16 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def reading(repo: str | None = None, path: str | None = None,
+            kind: str | None = None) -> Iterator[None]:
+    """Name the repository (and the path, and the object's kind) in a MissingObject from inside."""
+    try:
+        yield
+    except MissingObject as exc:
+        raise exc.at(repo=repo, path=path, kind=kind) from None
+
+
 class TreeEntry(NamedTuple):
     """One entry of a tree object (a NamedTuple: trees are parsed by the thousand)."""
 
@@ -78,13 +96,19 @@ class TreeEntry(NamedTuple):
 
 
 class Git:
-    """git commands against one repository, named by its git directory."""
+    """git commands against one repository, named by its git directory.
+
+    Every git process gets a time limit (``timeout`` seconds, for one process or one
+    cat-file request): past it, the process and its children are killed and
+    :class:`GitTimeout` says which command it was. No job can hang on git.
+    """
 
     def __init__(self, git_dir: str | Path, *, config: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, timeout: float | None = None) -> None:
         self.git_dir = str(git_dir)
         self._config = list(config)
         self._env = clean_env(env)
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self._object_format: str | None = None
         self._object_dir: str | None = None
 
@@ -99,7 +123,7 @@ class Git:
         """Run git and return stdout; any exit code outside ``ok_codes`` raises GitError."""
         proc = self.run_proc(*args, input=input, env=env, cwd=cwd)
         if proc.returncode not in tuple(ok_codes):
-            raise GitError(self.describe_failure(args, proc.returncode, proc.stderr))
+            raise self.failure(args, proc.returncode, proc.stderr)
         return proc.stdout
 
     def run_proc(self, *args: str, input: bytes | None = None,
@@ -108,11 +132,30 @@ class Git:
         full_env = dict(self._env)
         if env:
             full_env.update(env)
+        argv = self._argv(args)
+        proc = spawn(argv, full_env, cwd, stdin=subprocess.PIPE if input is not None
+                      else subprocess.DEVNULL)
         try:
-            return subprocess.run(self._argv(args), input=input, capture_output=True,
-                                  env=full_env, cwd=cwd, check=False)
-        except FileNotFoundError as exc:  # pragma: no cover - git missing entirely
-            raise GitError("git is not installed or not on PATH") from exc
+            out, err = proc.communicate(input, timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            kill(proc)
+            raise self.timed_out(args) from None
+        except BaseException:
+            kill(proc)
+            raise
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+    def timed_out(self, args: Sequence[str], reading: str = "") -> GitTimeout:
+        what = f" reading {reading}" if reading else ""
+        return GitTimeout(f"git {subcommand(args)} did not finish{what} within {self.timeout:g} "
+                          f"seconds and was stopped (repository {self.git_dir})")
+
+    def failure(self, args: Sequence[str], code: int, stderr: bytes) -> GitError:
+        """The error for a failed git command: a MissingObject when git could not read one."""
+        oid = missing_oid(stderr)
+        if oid is not None:
+            return MissingObject(oid)
+        return GitError(self.describe_failure(args, code, stderr))
 
     @staticmethod
     def describe_failure(args: Sequence[str], code: int, stderr: bytes) -> str:
@@ -120,13 +163,12 @@ class Git:
         # git's last "fatal:"/"error:" line is the one that says what went wrong.
         detail = next((ln for ln in reversed(lines) if ln.startswith(("fatal:", "error:"))),
                       lines[-1] if lines else f"exit code {code}")
-        return mask_secrets(f"git {args[0] if args else ''} failed: {detail.strip()}")
+        return mask_secrets(f"git {subcommand(args)} failed: {detail.strip()}")
 
     def start(self, *args: str) -> Background:
         """Start git in the background; :meth:`Background.output` waits for it."""
-        proc = subprocess.Popen(self._argv(args), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=self._env)
-        return Background(proc, args)
+        proc = spawn(self._argv(args), self._env, None, stdin=subprocess.DEVNULL)
+        return Background(self, proc, args)
 
     def text(self, *args: str, **kw: object) -> str:
         return self.run(*args, **kw).decode("utf-8", "replace")  # type: ignore[arg-type]
@@ -137,10 +179,19 @@ class Git:
                              f"{rev}^{{commit}}")
         return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
+    def missing_commit(self, rev: str) -> str | None:
+        """The OID ``rev`` names when that commit's object is missing here (else None)."""
+        proc = self.run_proc("rev-parse", "--verify", "--quiet", "--end-of-options", rev)
+        oid = proc.stdout.decode().strip()
+        if proc.returncode != 0 or not oid:
+            return None
+        return oid if self.run_proc("cat-file", "-e", oid).returncode != 0 else None
+
     def is_ancestor(self, older: str, newer: str) -> bool:
         proc = self.run_proc("merge-base", "--is-ancestor", older, newer)
-        if proc.returncode not in (0, 1):
-            raise GitError(self.describe_failure(["merge-base"], proc.returncode, proc.stderr))
+        # A history git cannot walk also answers 1 ("no"): its error says which commit.
+        if proc.returncode not in (0, 1) or missing_oid(proc.stderr):
+            raise self.failure(["merge-base"], proc.returncode, proc.stderr)
         return proc.returncode == 0
 
     def set_object_dir(self, path: str) -> None:
@@ -162,8 +213,6 @@ class Git:
         """Write blobs into the object store with one ``git fast-import``; OIDs in order."""
         if not blobs:
             return []
-        import tempfile
-
         stream = bytearray()
         for i, data in enumerate(blobs, 1):
             stream += b"blob\nmark :%d\ndata %d\n" % (i, len(data)) + data + b"\n"
@@ -188,45 +237,68 @@ class Git:
 class Background:
     """A git command running alongside the engine's Python work (2 cores: use both)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], args: Sequence[str]) -> None:
+    def __init__(self, git: Git, proc: subprocess.Popen[bytes], args: Sequence[str]) -> None:
+        self._git = git
         self._proc = proc
         self._args = args
+        self._deadline = time.monotonic() + git.timeout
 
     def output(self) -> bytes:
-        out, err = self._proc.communicate()
+        try:
+            out, err = self._proc.communicate(
+                timeout=max(self._deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            kill(self._proc)
+            raise self._git.timed_out(self._args) from None
+        except BaseException:
+            kill(self._proc)
+            raise
         if self._proc.returncode != 0:
-            raise GitError(Git.describe_failure(self._args, self._proc.returncode, err))
+            raise self._git.failure(self._args, self._proc.returncode, err)
         return out
+
+    def stop(self) -> None:
+        """Stop it if it is still running (its output is not needed any more)."""
+        if self._proc.returncode is None:
+            kill(self._proc)
 
 
 class CatFile:
-    """A long-running ``git cat-file --batch``: many reads, one process."""
+    """A long-running ``git cat-file --batch``: many reads, one process.
+
+    Every answer is read, even after a ``missing`` one, so the stream never falls out
+    of step; a missing or unreadable object raises :class:`MissingObject` naming it
+    (and the path the caller was reading, when it says). Each request has the
+    repository's time limit.
+    """
 
     def __init__(self, git: Git) -> None:
-        self._proc = subprocess.Popen(
-            git._argv(["cat-file", "--batch"]), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=git._env,
-        )
+        self._git = git
+        # Lives as long as the process: git writes why it stopped there.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
+        try:
+            self._proc = subprocess.Popen(
+                git._argv(["cat-file", "--batch"]), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=self._stderr, env=git._env, process_group=0,
+            )
+        except BaseException:
+            self._stderr.close()
+            raise
+        self._watchdog = Watchdog(self._proc, git.timeout)
         self._lock = threading.Lock()
         self._trees: dict[str, list[TreeEntry]] = {}
         self.tree_cache = self._trees
 
-    def read(self, oid: str) -> tuple[str, bytes]:
-        """Return (type, content) of an object; raises GitError if it is missing."""
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        with self._lock:
-            self._proc.stdin.write(oid.encode() + b"\n")
-            self._proc.stdin.flush()
-            header = self._proc.stdout.readline().decode().split()
-            if len(header) != 3:
-                raise GitError(f"git cat-file: object {oid} is missing")
-            size = int(header[2])
-            data = _read_exact(self._proc.stdout, size)
-            self._proc.stdout.read(1)  # the LF after the content
-        return header[1], data
+    def read(self, oid: str, *, path: str | None = None) -> tuple[str, bytes]:
+        """Return (type, content) of an object; raises MissingObject if it is missing."""
+        return self.read_many([oid], paths=[path] if path is not None else None)[0]
 
-    def read_many(self, oids: Sequence[str]) -> list[tuple[str, bytes]]:
-        """Read many objects with one round trip per chunk instead of one per object."""
+    def read_many(self, oids: Sequence[str], *,
+                  paths: Sequence[str | None] | None = None) -> list[tuple[str, bytes]]:
+        """Read many objects with one round trip per chunk instead of one per object.
+
+        ``paths`` (one per OID) say where each object was found, for the error message.
+        """
         assert self._proc.stdin is not None and self._proc.stdout is not None
         out: list[tuple[str, bytes]] = []
         # A chunk's requests must fit in the pipe buffer (64 KiB), or git and we could
@@ -235,33 +307,83 @@ class CatFile:
         with self._lock:
             for start in range(0, len(oids), chunk):
                 part = oids[start:start + chunk]
-                self._proc.stdin.write("".join(f"{oid}\n" for oid in part).encode())
-                self._proc.stdin.flush()
-                for oid in part:
-                    header = self._proc.stdout.readline().decode().split()
-                    if len(header) != 3:
-                        raise GitError(f"git cat-file: object {oid} is missing")
-                    data = _read_exact(self._proc.stdout, int(header[2]))
-                    self._proc.stdout.read(1)
-                    out.append((header[1], data))
+                problem: MissingObject | None = None
+                k = 0
+                self._watchdog.arm()
+                try:
+                    self._proc.stdin.write("".join(f"{oid}\n" for oid in part).encode())
+                    self._proc.stdin.flush()
+                    for k, oid in enumerate(part):
+                        answer = self._answer()
+                        if isinstance(answer, tuple):
+                            out.append(answer)
+                        elif problem is None:
+                            where = paths[start + k] if paths is not None else None
+                            problem = MissingObject(oid, path=where)
+                except (OSError, ValueError):
+                    where = paths[start + k] if paths is not None else None
+                    raise self._stopped(part[k], where) from None
+                finally:
+                    self._watchdog.disarm()
+                if problem is not None:
+                    raise problem
         return out
 
-    def trees(self, oids: Sequence[str]) -> list[list[TreeEntry]]:
+    def _answer(self) -> tuple[str, bytes] | None:
+        """The next answer: (type, content), or None for "missing" (or "ambiguous")."""
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line.endswith(b"\n"):
+            raise OSError("git cat-file stopped answering")
+        header = line.split()
+        if len(header) != 3:
+            return None  # "<oid> missing", "<name> ambiguous": no content follows
+        data = _read_exact(self._proc.stdout, int(header[2]))
+        if self._proc.stdout.read(1) != b"\n":  # the LF after the content
+            raise OSError("git cat-file stopped answering")
+        return header[1].decode(), data
+
+    def _stopped(self, oid: str, path: str | None) -> GitError:
+        """Why cat-file stopped answering: our time limit, or git gave up on an object."""
+        if self._watchdog.expired:
+            return self._git.timed_out(["cat-file"], f"{oid} ({path})" if path else oid)
+        self._proc.wait()
+        self._stderr.seek(0)
+        stderr = self._stderr.read()
+        bad = missing_oid(stderr)
+        if bad is not None:
+            return MissingObject(bad, path=path if bad == oid else None)
+        return GitError(Git.describe_failure(["cat-file"], self._proc.returncode or 0, stderr))
+
+    def trees(self, oids: Sequence[str], *,
+              paths: Sequence[str | None] | None = None) -> list[list[TreeEntry]]:
         """Parsed trees; each OID is read and parsed once per CatFile (trees are immutable)."""
+        where = dict(zip(oids, paths, strict=True)) if paths is not None else {}
         missing = sorted({oid for oid in oids if oid not in self._trees})
-        for oid, (kind, data) in zip(missing, self.read_many(missing), strict=True):
+        with reading(kind="tree"):
+            read = self.read_many(missing, paths=[where.get(oid) for oid in missing])
+        for oid, (kind, data) in zip(missing, read, strict=True):
             if kind != "tree":
                 raise GitError(f"git cat-file: {oid} is a {kind}, not a tree")
             self._trees[oid] = parse_tree(data, oid_bytes=len(oid) // 2)
         return [self._trees[oid] for oid in oids]
 
-    def tree(self, oid: str) -> list[TreeEntry]:
-        return self.trees([oid])[0]
+    def tree(self, oid: str, *, path: str | None = None) -> list[TreeEntry]:
+        return self.trees([oid], paths=[path] if path is not None else None)[0]
 
     def close(self) -> None:
-        if self._proc.stdin:
-            self._proc.stdin.close()
-        self._proc.wait()
+        self._watchdog.close()
+        with contextlib.suppress(OSError, ValueError):
+            if self._proc.stdin:
+                self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=self._git.timeout)
+        except subprocess.TimeoutExpired:
+            kill(self._proc)
+        finally:
+            if self._proc.stdout:
+                self._proc.stdout.close()
+            self._stderr.close()
 
     def __enter__(self) -> CatFile:
         return self
@@ -275,7 +397,7 @@ def _read_exact(stream: IO[bytes], size: int) -> bytes:
     while size:
         chunk = stream.read(size)
         if not chunk:
-            raise GitError("git cat-file ended early")
+            raise OSError("git cat-file ended early")
         chunks.append(chunk)
         size -= len(chunk)
     return b"".join(chunks)
