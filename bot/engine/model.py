@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from bot.engine.markers import MARKER_SIZE
+
 
 class Status(StrEnum):
     """The one status every path in the window gets."""
@@ -123,6 +125,9 @@ class FileResult:
     policy: str | None = None  # the policy action that applied, if any
     note: str = ""  # one line for humans, e.g. "CONFLICT (modify/delete)"
     binary: bool = False
+    # The conflict-marker size the merge wrote this file's regions with: git's 7, or more
+    # where a line of the file could be taken for a marker. Rescans parse with it.
+    marker_size: int = MARKER_SIZE
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -132,6 +137,7 @@ class FileResult:
             "policy": self.policy,
             "note": self.note,
             "binary": self.binary,
+            "marker_size": self.marker_size,
             "review_items": [item.to_json() for item in self.review_items],
         }
 
@@ -204,6 +210,16 @@ class Plan:
         }
 
 
+def marker_size_of(file_json: dict[str, Any]) -> int:
+    """A file's marker size in a JSON report (reports written before it was recorded: 7)."""
+    return int(file_json.get("marker_size") or MARKER_SIZE)
+
+
+def marker_sizes(plan_json: dict[str, Any]) -> dict[str, int]:
+    """Path -> the marker size its merge used, for every file of a JSON report."""
+    return {f["path"]: marker_size_of(f) for f in plan_json.get("files", [])}
+
+
 def item_from_json(d: dict[str, Any]) -> ReviewItem:
     return ReviewItem(
         id=d["id"], kind=ItemKind(d["kind"]), path=d["path"], upstream_path=d["upstream_path"],
@@ -227,7 +243,8 @@ def plan_from_json(d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
                 for e in d["window"]],
         files=[FileResult(f["path"], f["upstream_path"], Status(f["status"]),
                           [item_from_json(i) for i in f["review_items"]], f.get("policy"),
-                          f.get("note", ""), f.get("binary", False)) for f in d["files"]],
+                          f.get("note", ""), f.get("binary", False), marker_size_of(f))
+               for f in d["files"]],
         merged_tree=d.get("merged_tree", ""),
         work_git_dir=work_git_dir,
         fork_branch=d.get("fork_branch", "main"),
