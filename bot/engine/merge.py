@@ -14,38 +14,40 @@ follows the window, not the repository.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.engine.git import (
     MODE_GITLINK,
     MODE_TREE,
-    SYNTHETIC_DATE,
     Background,
     CatFile,
     Git,
     TreeEntry,
     TreeWriter,
     iter_z,
+    reading,
+)
+from bot.engine.markers import BASE_LABEL_PREFIX
+from bot.engine.mergetree import (
+    CONFLICT_STYLE,
+    OURS_REF,
+    THEIRS_REF,
+    MergeMessage,
+    merge_trees,
 )
 from bot.engine.translate import Translator
+from bot.engine.trees import Entry, TreeIndex, build_tree, edit_tree
 from bot.errors import ForksyncError
 
-OURS_REF = "ours"
-THEIRS_REF = "theirs"
-CONFLICT_STYLE = "diff3"
+UPSTREAM = "the upstream repository"
+FORK = "the fork repository"
 
 
 class TranslationCollision(ForksyncError):
     """Two upstream paths translate to the same fork path: the config must change."""
 
     exit_code = 2
-
-
-@dataclass(frozen=True)
-class Entry:
-    mode: str
-    oid: str
 
 
 @dataclass(frozen=True)
@@ -59,13 +61,6 @@ class UpstreamChange:
     new: Entry | None
 
 
-@dataclass(frozen=True)
-class MergeMessage:
-    paths: tuple[str, ...]
-    kind: str  # e.g. "CONFLICT (content)", "Auto-merging", "CONFLICT (modify/delete)"
-    text: str
-
-
 @dataclass
 class MergeOutcome:
     merged_tree: str
@@ -77,67 +72,8 @@ class MergeOutcome:
     changes: list[UpstreamChange]
     path_map: dict[str, str] = field(default_factory=dict)  # upstream path -> fork path
     translated: dict[tuple[str, str], str] = field(default_factory=dict)  # (oid, up path) -> oid
-
-
-class TreeIndex:
-    """Path lookups in one tree, reading only the directories on the way."""
-
-    def __init__(self, cat: CatFile, root: str) -> None:
-        self._cat = cat
-        self._dirs: dict[str, dict[str, TreeEntry]] = {}
-        self._root = root
-
-    def dir(self, path: str) -> dict[str, TreeEntry] | None:
-        if path in self._dirs:
-            return self._dirs[path]
-        if not path:
-            oid = self._root
-        else:
-            parent, _, name = path.rpartition("/")
-            entries = self.dir(parent)
-            entry = entries.get(name) if entries else None
-            if entry is None or not entry.is_tree:
-                return None
-            oid = entry.oid
-        listing = {e.name: e for e in self._cat.tree(oid)}
-        self._dirs[path] = listing
-        return listing
-
-    def prefetch(self, paths: Iterable[str]) -> None:
-        """Load the directories of many paths, one round trip per depth."""
-        wanted: set[str] = set()
-        for path in paths:
-            parent = path.rpartition("/")[0]
-            while parent not in wanted and parent not in self._dirs:
-                wanted.add(parent)
-                if not parent:
-                    break
-                parent = parent.rpartition("/")[0]
-        by_depth = sorted(wanted, key=lambda d: d.count("/") + (1 if d else 0))
-        depth_groups: dict[int, list[str]] = {}
-        for d in by_depth:
-            depth_groups.setdefault(d.count("/") + (1 if d else 0), []).append(d)
-        for depth in sorted(depth_groups):
-            todo: list[tuple[str, str]] = []
-            for d in depth_groups[depth]:
-                if not d:
-                    todo.append((d, self._root))
-                    continue
-                parent, _, name = d.rpartition("/")
-                listing = self._dirs.get(parent)
-                entry = listing.get(name) if listing else None
-                if entry is None or not entry.is_tree:
-                    self._dirs[d] = {}
-                    continue
-                todo.append((d, entry.oid))
-            for (d, _), entries in zip(todo, self._cat.trees([oid for _, oid in todo]),
-                                       strict=True):
-                self._dirs[d] = {e.name: e for e in entries}
-
-    def get(self, path: str) -> TreeEntry | None:
-        parent, _, name = path.rpartition("/")
-        entries = self.dir(parent)
-        return entries.get(name) if entries else None
+    # The conflict-marker size of each conflicted text file (markers.MARKER_SIZE mostly).
+    marker_sizes: dict[str, int] = field(default_factory=dict)
 
 
 class _Side:
@@ -202,8 +138,12 @@ class TreeTranslator:
                     self.theirs.put(fork, entry, up_dir + "/")
                 else:
                     changed.append((up_dir, cut, tip))
-            oids = sorted({oid for _, c, t in changed for oid in (c, t) if oid is not None})
-            listings = dict(zip(oids, self.cat.trees(oids), strict=True))
+            where = {oid: f"directory {d or '/'} at the {side}" for d, c, t in changed
+                     for oid, side in ((t, "tip"), (c, "cutoff")) if oid is not None}
+            oids = sorted(where)
+            with reading(UPSTREAM):
+                found = self.cat.trees(oids, paths=[where[oid] for oid in oids])
+            listings = dict(zip(oids, found, strict=True))
             next_level: list[tuple[str, str | None, str | None]] = []
             files: list[tuple[str, TreeEntry | None, TreeEntry | None]] = []
             for up_dir, cut, tip in changed:
@@ -256,7 +196,9 @@ class TreeTranslator:
         result: dict[tuple[str, str], str] = {}
         to_write: list[tuple[tuple[str, str], bytes]] = []
         keys = list(self.pending)
-        blobs = self.cat.read_many([oid for oid, _ in keys])
+        with reading(UPSTREAM, kind="blob"):
+            blobs = self.cat.read_many([oid for oid, _ in keys],
+                                       paths=[path for _, path in keys])
         for key, (_, data) in zip(keys, blobs, strict=True):
             oid, path = key
             # A symlink's target is its blob, translated like any other content.
@@ -269,86 +211,6 @@ class TreeTranslator:
         for (key, _), new_oid in zip(to_write, oids, strict=True):
             result[key] = new_oid
         return result
-
-
-def build_tree(cat: CatFile, writer: TreeWriter, entries: dict[str, Entry]) -> str:
-    """Write a nested tree from ``fork path -> entry`` (entries may be whole subtrees)."""
-    root: dict[str, object] = {}
-    for path, entry in entries.items():
-        if not path:  # an unchanged root: nothing else can be listed
-            return entry.oid
-        parts = path.split("/")
-        node = root
-        for part in parts[:-1]:
-            child = node.get(part)
-            if isinstance(child, Entry):
-                child = _expand(cat, child) if child.mode == MODE_TREE else {}
-                node[part] = child
-            elif child is None:
-                child = {}
-                node[part] = child
-            assert isinstance(child, dict)
-            node = child
-        leaf = parts[-1]
-        existing = node.get(leaf)
-        if isinstance(existing, dict) and entry.mode == MODE_TREE:
-            for name, sub in _expand(cat, entry).items():
-                existing.setdefault(name, sub)
-        else:
-            node[leaf] = entry
-    return _write(writer, root)
-
-
-def _expand(cat: CatFile, entry: Entry) -> dict[str, object]:
-    return {e.name: Entry(e.mode, e.oid) for e in cat.tree(entry.oid)}
-
-
-def _write(writer: TreeWriter, node: dict[str, object]) -> str:
-    out: list[TreeEntry] = []
-    for name, child in node.items():
-        if isinstance(child, dict):
-            out.append(TreeEntry(MODE_TREE, _write(writer, child), name))
-        else:
-            assert isinstance(child, Entry)
-            out.append(TreeEntry(child.mode, child.oid, name))
-    return writer.write(out)
-
-
-def edit_tree(cat: CatFile, writer: TreeWriter, root: str,
-              edits: dict[str, Entry | None]) -> str:
-    """``root`` with some paths replaced (or removed, for None); reads only their directories."""
-    if not edits:
-        return root
-    by_dir: dict[str, dict[str, Entry | None]] = {}
-    for path, entry in edits.items():
-        parent, _, name = path.rpartition("/")
-        by_dir.setdefault(parent, {})[name] = entry
-
-    def rewrite(dir_path: str, oid: str | None) -> str | None:
-        listing = {e.name: Entry(e.mode, e.oid) for e in cat.tree(oid)} if oid else {}
-        for name, entry in by_dir.get(dir_path, {}).items():
-            if entry is None:
-                listing.pop(name, None)
-            else:
-                listing[name] = entry
-        prefix = dir_path + "/" if dir_path else ""
-        subdirs = {d[len(prefix):].split("/", 1)[0] for d in by_dir
-                   if d.startswith(prefix) and d != dir_path}
-        for sub in subdirs:
-            current = listing.get(sub)
-            new = rewrite(prefix + sub, current.oid if current and current.mode == MODE_TREE
-                          else None)
-            if new is None:
-                listing.pop(sub, None)
-            else:
-                listing[sub] = Entry(MODE_TREE, new)
-        if not listing and dir_path:
-            return None
-        return writer.write(TreeEntry(e.mode, e.oid, n) for n, e in listing.items())
-
-    result = rewrite("", root)
-    assert result is not None
-    return result
 
 
 def start_upstream_changes(git: Git, cutoff: str, tip: str) -> Background:
@@ -377,53 +239,11 @@ def parse_upstream_changes(out: bytes) -> list[UpstreamChange]:
     return changes
 
 
-def run_merge(work: Git, ours_tree: str, base_tree: str, theirs_tree: str, *,
-              date: str = SYNTHETIC_DATE) -> tuple[str, dict[str, list[tuple[str, str, int]]],
-                                                      list[MergeMessage]]:
-    """Synthetic commits whose merge base is base', then ``git merge-tree --write-tree``."""
-    base = work.commit_tree(base_tree, [], "forksync: base' = translate(upstream@cutoff)",
-                            date=date)
-    ours = work.commit_tree(ours_tree, [base], "forksync: ours = fork main", date=date)
-    theirs = work.commit_tree(theirs_tree, [base], "forksync: theirs' = translate(upstream@tip)",
-                              date=date)
-    work.run("update-ref", "--stdin",
-             input=f"update refs/heads/{OURS_REF} {ours}\nupdate refs/heads/{THEIRS_REF} {theirs}\n"
-             .encode())
-    out = work.run("-c", f"merge.conflictStyle={CONFLICT_STYLE}", "merge-tree", "--write-tree",
-                   "-z", "--messages", OURS_REF, THEIRS_REF, ok_codes=(0, 1))
-    head, _, info = out.partition(b"\0\0")
-    parts = head.split(b"\0")
-    tree = parts[0].decode()
-    conflicts: dict[str, list[tuple[str, str, int]]] = {}
-    for rec in parts[1:]:
-        if not rec:
-            continue
-        meta, _, path_b = rec.partition(b"\t")
-        mode, oid, stage = meta.decode().split()
-        conflicts.setdefault(path_b.decode("utf-8", "surrogateescape"), []).append(
-            (mode, oid, int(stage)))
-    messages: list[MergeMessage] = []
-    fields = info.split(b"\0")
-    i = 0
-    while i < len(fields):
-        if not fields[i]:
-            i += 1
-            continue
-        try:
-            count = int(fields[i])
-        except ValueError:
-            break
-        paths = tuple(f.decode("utf-8", "surrogateescape") for f in fields[i + 1:i + 1 + count])
-        kind = fields[i + 1 + count].decode("utf-8", "replace")
-        text = fields[i + 2 + count].decode("utf-8", "replace").strip()
-        messages.append(MergeMessage(paths, kind, text))
-        i += 3 + count
-    return tree, conflicts, messages
-
-
-def commit_tree_oid(cat: CatFile, commit: str) -> str:
+def commit_tree_oid(cat: CatFile, commit: str, *, repo: str | None = None,
+                    what: str | None = None) -> str:
     """The tree of a commit, read through the running cat-file (no extra process)."""
-    kind, data = cat.read(commit)
+    with reading(repo, what, kind="commit"):
+        kind, data = cat.read(commit)
     if kind != "commit" or not data.startswith(b"tree "):
         raise ForksyncError(f"{commit[:12]} is not a commit")
     return data[5:data.index(b"\n")].decode()
@@ -434,29 +254,35 @@ def merge(work: Git, cat: CatFile, writer: TreeWriter, ours_tree: str, cutoff: s
     """Translate the window's trees and merge them into ours, exactly as merge-ort does."""
     say = progress or (lambda _msg: None)
     changes_job = start_upstream_changes(work, cutoff, tip)
-    cutoff_tree = commit_tree_oid(cat, cutoff)
-    tip_tree = commit_tree_oid(cat, tip)
-    say("translating the window's trees")
-    tt = TreeTranslator(work, cat, translator, TreeIndex(cat, ours_tree))
-    tt.walk(cutoff_tree, tip_tree)
-    translated = tt.resolve_pending()
+    try:
+        cutoff_tree = commit_tree_oid(cat, cutoff, repo=UPSTREAM, what="the cutoff")
+        tip_tree = commit_tree_oid(cat, tip, repo=UPSTREAM, what="the tip")
+        say("translating the window's trees")
+        ours = TreeIndex(cat, ours_tree, repo=FORK, at=" on fork main")
+        tt = TreeTranslator(work, cat, translator, ours)
+        tt.walk(cutoff_tree, tip_tree)
+        translated = tt.resolve_pending()
 
-    def finish(side: _Side) -> str:
-        entries = {
-            path: Entry(e.mode, translated[_pending_key(e.oid)])
-            if e.oid.startswith("pending:") else e
-            for path, e in side.entries.items()
-        }
-        return build_tree(cat, writer, entries)
+        def finish(side: _Side) -> str:
+            entries = {
+                path: Entry(e.mode, translated[_pending_key(e.oid)])
+                if e.oid.startswith("pending:") else e
+                for path, e in side.entries.items()
+            }
+            return build_tree(cat, writer, entries)
 
-    base_tree = finish(tt.base)
-    theirs_tree = finish(tt.theirs)
-    writer.flush()
-    say("merging with git merge-tree")
-    tree, conflicts, messages = run_merge(work, ours_tree, base_tree, theirs_tree)
-    changes = parse_upstream_changes(changes_job.output())
-    return MergeOutcome(tree, base_tree, theirs_tree, ours_tree, conflicts, messages, changes,
-                        tt.path_map, translated)
+        base_tree = finish(tt.base)
+        theirs_tree = finish(tt.theirs)
+        writer.flush()
+        say("merging with git merge-tree")
+        result = merge_trees(work, cat, writer, ours_tree, base_tree, theirs_tree,
+                             base_label=f"{BASE_LABEL_PREFIX}{cutoff[:12]}")
+        with reading(UPSTREAM, f"the history from {cutoff[:12]} to {tip[:12]}"):
+            changes = parse_upstream_changes(changes_job.output())
+    finally:
+        changes_job.stop()
+    return MergeOutcome(result.tree, base_tree, theirs_tree, ours_tree, result.conflicts,
+                        result.messages, changes, tt.path_map, translated, result.marker_sizes)
 
 
 def _pending_key(marker: str) -> tuple[str, str]:
@@ -477,5 +303,4 @@ __all__ = [
     "commit_tree_oid",
     "edit_tree",
     "merge",
-    "run_merge",
 ]
