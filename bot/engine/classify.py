@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from bot.engine.config import Config
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, Background, CatFile, Git, TreeWriter
-from bot.engine.markers import find_marker_regions, split_lines
+from bot.engine.markers import MARKER_SIZE, find_marker_regions, split_lines
 from bot.engine.merge import Entry, MergeOutcome, TreeIndex, edit_tree
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
 from bot.engine.suggest import propose
@@ -204,7 +204,8 @@ class Classifier:
     def _conflict_items(self, r: FileResult, final: TreeIndex) -> list[ReviewItem]:
         entry = self._entry(final, r.path)
         text = self._read_text(entry)
-        regions = find_marker_regions(text) if text else []
+        r.marker_size = self.o.marker_sizes.get(r.path, MARKER_SIZE)
+        regions = find_marker_regions(text, r.marker_size) if text else []
         if not regions:
             r.binary = entry is not None and text is None and entry.mode != MODE_GITLINK
             messages = self._messages_for(r.path) or [r.note or "CONFLICT"]

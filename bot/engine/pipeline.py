@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bot.engine.classify import Classifier
 from bot.engine.config import CONFIG_PATH, Config, load_config, load_config_file
-from bot.engine.git import CatFile, Git, TreeWriter
-from bot.engine.merge import Entry, commit_tree_oid, edit_tree, merge
+from bot.engine.git import CatFile, Git, TreeWriter, reading
+from bot.engine.merge import FORK, UPSTREAM, Entry, TreeIndex, commit_tree_oid, edit_tree, merge
 from bot.engine.model import Plan
 from bot.engine.report import needs_overflow, render_markdown
 from bot.engine.translate import Translator
@@ -30,7 +30,7 @@ from bot.engine.window import (
     list_window,
     resolve_rev,
 )
-from bot.errors import ConfigError, ForksyncError, GitError
+from bot.errors import ConfigError, ForksyncError, GitError, MissingObject
 
 Progress = Callable[[str], None]
 _URL = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
@@ -49,15 +49,15 @@ def default_workdir() -> Path:
     return Path(base) / "forksync"
 
 
-def open_repo(location: str, workdir: Path, what: str) -> Git:
+def open_repo(location: str, workdir: Path, what: str, *, timeout: float | None = None) -> Git:
     """A local git repository for ``location``: itself, or a cached fetch of a URL."""
     if _URL.match(location):
         key = hashlib.sha256(location.encode()).hexdigest()[:16]
         cache = workdir / "remotes" / f"{key}.git"
-        git = Git(cache)
+        git = Git(cache, timeout=timeout)
         if not cache.exists():
             cache.parent.mkdir(parents=True, exist_ok=True)
-            Git(cache).run("init", "--bare", "-q", str(cache))
+            git.run("init", "--bare", "-q", str(cache))
         proc = git.run_proc("fetch", "--quiet", "--prune", "--no-tags", location,
                             "+refs/heads/*:refs/remotes/origin/*")
         if proc.returncode != 0:
@@ -68,21 +68,27 @@ def open_repo(location: str, workdir: Path, what: str) -> Git:
     path = Path(location)
     if not path.exists():
         raise GitError(f"the {what} repository {location} does not exist")
-    probe = Git(path / ".git" if (path / ".git").exists() else path)
+    probe = Git(path / ".git" if (path / ".git").exists() else path, timeout=timeout)
     proc = probe.run_proc("rev-parse", "--absolute-git-dir", "--git-path", "objects")
     if proc.returncode != 0:
         raise GitError(f"the {what} path {location} is not a git repository")
     git_dir, objects = proc.stdout.decode().splitlines()[:2]
-    repo = Git(git_dir)
+    repo = Git(git_dir, timeout=timeout)
     repo.set_object_dir(objects)  # relative to our cwd, which git shares
     return repo
 
 
 def _branch_commit(git: Git, branch: str, what: str) -> str:
-    for ref in (f"refs/heads/{branch}", f"refs/remotes/origin/{branch}", branch):
+    refs = (f"refs/heads/{branch}", f"refs/remotes/origin/{branch}", branch)
+    for ref in refs:
         sha = git.rev_parse(ref)
         if sha:
             return sha
+    for ref in refs:  # a branch whose commit is gone is a broken repository, not a typo
+        oid = git.missing_commit(ref)
+        if oid:
+            raise MissingObject(oid, kind="commit", path=f"the head of branch {branch}",
+                                repo=f"the {what} repository")
     raise GitError(f"the {what} repository has no branch or revision {branch!r}")
 
 
@@ -97,10 +103,10 @@ def work_repo(workdir: Path, fork: Git, upstream: Git) -> Git:
     """A scratch repository that sees both object stores and receives our new objects."""
     key = hashlib.sha256(f"{fork.git_dir}\0{upstream.git_dir}".encode()).hexdigest()[:16]
     path = workdir / "work" / f"{key}.git"
-    git = Git(path)
+    git = Git(path, timeout=fork.timeout)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        Git(path).run("init", "--bare", "-q", str(path))
+        git.run("init", "--bare", "-q", str(path))
     alternates = path / "objects" / "info" / "alternates"
     alternates.write_text(f"{fork.object_dir()}\n{upstream.object_dir()}\n")
     return git
@@ -114,6 +120,7 @@ def load_plan_config(fork: Git, fork_commit: str, config: Config | None,
         return load_config_file(config_path)
     proc = fork.run_proc("cat-file", "blob", f"{fork_commit}:{CONFIG_PATH}")
     if proc.returncode != 0:
+        _config_object_missing(fork, fork_commit)
         raise ConfigError(CONFIG_PATH, None, "(file)",
                           "the fork's main branch has no config; add one or pass --config")
     try:
@@ -124,25 +131,43 @@ def load_plan_config(fork: Git, fork_commit: str, config: Config | None,
     return load_config(text, CONFIG_PATH)
 
 
+def _config_object_missing(fork: Git, fork_commit: str) -> None:
+    """Raise MissingObject if the config cannot be read because an object is gone.
+
+    git says "path does not exist" for a path under a missing tree too, so the path is
+    walked object by object (only after a failed read).
+    """
+    with CatFile(fork) as cat, reading(FORK, f"reading {CONFIG_PATH}"):
+        index = TreeIndex(cat, commit_tree_oid(cat, fork_commit, what="the fork's main"),
+                          at=" on fork main")
+        entry = index.get(CONFIG_PATH)
+        if entry is not None:
+            cat.read(entry.oid, path=CONFIG_PATH)
+
+
 def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str | None = None,
          config: Config | None = None, config_path: str | None = None,
          fork_branch: str = "main", workdir: str | Path | None = None,
-         progress: Progress | None = None) -> Plan:
-    """Compute the sync of ``upstream`` into ``fork``: a dry run that writes nothing to either."""
+         progress: Progress | None = None, git_timeout: float | None = None) -> Plan:
+    """Compute the sync of ``upstream`` into ``fork``: a dry run that writes nothing to either.
+
+    ``git_timeout`` limits each git process (default ``bot.engine.git.DEFAULT_TIMEOUT``).
+    """
     return _plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
                  config_path=config_path, fork_branch=fork_branch, workdir=workdir,
-                 progress=progress)[0]
+                 progress=progress, git_timeout=git_timeout)[0]
 
 
 def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
           config: Config | None, config_path: str | None, fork_branch: str,
-          workdir: str | Path | None, progress: Progress | None) -> tuple[Plan, Git]:
+          workdir: str | Path | None, progress: Progress | None,
+          git_timeout: float | None) -> tuple[Plan, Git]:
     """The plan, and the fork repository it read (``sync`` writes its branch there)."""
     say = progress or (lambda _msg: None)
     wd = Path(workdir) if workdir else default_workdir()
     say("opening repositories")
-    fork_git = open_repo(fork, wd, "fork")
-    up_git = open_repo(upstream, wd, "upstream")
+    fork_git = open_repo(fork, wd, "fork", timeout=git_timeout)
+    up_git = open_repo(upstream, wd, "upstream", timeout=git_timeout)
     ours = _branch_commit(fork_git, fork_branch, "fork")
     cfg = load_plan_config(fork_git, ours, config, config_path)
     translator = Translator(cfg.translate)
@@ -152,26 +177,31 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
     if from_rev:
         cutoff = resolve_rev(up_git, from_rev, up_branch_ref, "--from")
     else:
-        found = find_cutoff(fork_git, ours, cfg.upstream_repo, up_git)
+        with reading(FORK, f"the history of {fork_branch}", kind="commit"):
+            found = find_cutoff(fork_git, ours, cfg.upstream_repo, up_git)
         if found is None:
             raise ForksyncError(
                 f"no `{TRAILER_SYNC}: {cfg.upstream_repo}@<sha>` trailer on the fork's "
                 f"{fork_branch} branch; pass --from with the upstream commit of the last sync")
         cutoff_sha = up_git.rev_parse(found)
+        if cutoff_sha is None and (gone := up_git.missing_commit(found)):
+            raise MissingObject(gone, kind="commit", repo=UPSTREAM,
+                                path=f"the cutoff named by the {TRAILER_SYNC} trailer")
         if cutoff_sha is None:
             raise GitError(f"the cutoff {found[:12]} from the {TRAILER_SYNC} trailer is not in "
                            "the upstream repository (was upstream force-pushed?)")
         cutoff = cutoff_sha
     tip = resolve_rev(up_git, to_rev, up_branch_ref, "--to") if to_rev else \
         _branch_commit(up_git, cfg.upstream_branch, "upstream")
-    check_ancestry(up_git, cutoff, tip)
-    window = list_window(up_git, cutoff, tip)
+    with reading(UPSTREAM, f"the history from {cutoff[:12]} to {tip[:12]}", kind="commit"):
+        check_ancestry(up_git, cutoff, tip)
+        window = list_window(up_git, cutoff, tip)
 
     work = work_repo(wd, fork_git, up_git)
     # One object reader and one tree writer for the whole plan: trees read or written
     # while merging are not read again while classifying.
     with CatFile(work) as cat, TreeWriter(work, cache=cat.tree_cache) as writer:
-        ours_tree = commit_tree_oid(cat, ours)
+        ours_tree = commit_tree_oid(cat, ours, repo=FORK, what=f"the head of {fork_branch}")
         outcome = merge(work, cat, writer, ours_tree, cutoff, tip, translator, progress=say)
         say("classifying conflicts")
         classified = Classifier(work, cat, outcome, cfg, translator, window, cutoff,
@@ -214,15 +244,15 @@ def report_file_path(p: Plan) -> str:
 def sync(fork: str, upstream: str, *, branch: str | None = None, from_rev: str | None = None,
          to_rev: str | None = None, config: Config | None = None, config_path: str | None = None,
          fork_branch: str = "main", workdir: str | Path | None = None,
-         progress: Progress | None = None) -> SyncResult:
+         progress: Progress | None = None, git_timeout: float | None = None) -> SyncResult:
     """Plan, then write commit 1 onto a new branch of the local fork. Moves no other ref."""
     fork_path = Path(fork)
     if _URL.match(fork) or not fork_path.exists():
         raise GitError(f"`sync` writes a branch into a local fork repository; {fork} is not one")
     p, fork_git = _plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
                         config_path=config_path, fork_branch=fork_branch, workdir=workdir,
-                        progress=progress)
-    work = Git(p.work_git_dir)
+                        progress=progress, git_timeout=git_timeout)
+    work = Git(p.work_git_dir, timeout=git_timeout)
     branch = branch or f"forksync/sync-{p.cutoff[:10]}-{p.tip[:10]}"
     tree = p.merged_tree
     report_path = None

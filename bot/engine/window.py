@@ -6,7 +6,7 @@ import re
 
 from bot.engine.git import Git
 from bot.engine.model import WindowEntry
-from bot.errors import GitError, WindowError
+from bot.errors import GitError, MissingObject, WindowError
 
 TRAILER_SYNC = "Upstream-Sync"
 TRAILER_WINDOW = "Upstream-Window"
@@ -78,10 +78,16 @@ def resolve_rev(repo: Git, rev: str, branch_ref: str, what: str) -> str:
     m = _PR_REV.match(rev.strip())
     if m:
         return resolve_pr_merge(repo, branch_ref, int(m.group(1)))
-    for candidate in (rev, f"refs/remotes/origin/{rev}", f"refs/heads/{rev}"):
+    candidates = (rev, f"refs/remotes/origin/{rev}", f"refs/heads/{rev}")
+    for candidate in candidates:
         sha = repo.rev_parse(candidate)
         if sha:
             return sha
+    for candidate in candidates:  # named, but its commit is gone: a broken repository
+        gone = repo.missing_commit(candidate)
+        if gone:
+            raise MissingObject(gone, kind="commit", repo="the upstream repository",
+                                path=f"{what} {rev}")
     raise GitError(f"{what} {rev!r} is not a commit, branch or #PR in the upstream repository")
 
 
