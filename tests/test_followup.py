@@ -96,6 +96,27 @@ def test_markers_people_leave_or_paste_keep_the_check_failing() -> None:
     assert [(r.item_id, r.marker) for r in result.remaining] == [(None, True)]
 
 
+def test_a_file_merged_at_a_larger_marker_size_is_scanned_at_that_size() -> None:
+    # Its inputs had a setext underline, so the merge wrote 8-character markers.
+    commit1 = ("Title\n=======\n<<<<<<<< ours\nours\n|||||||| upstream@0123456789ab\nbase\n"
+               "========\ntheirs\n>>>>>>>> theirs\n")
+    (region,) = find_marker_regions(commit1, 8)
+    item = {"id": "Q1", "kind": "conflict", "path": "f.md", "tier": "Decide", "reason": "r",
+            "question": "?", "start_line": 3, "end_line": 9, "ours": region.ours,
+            "base": region.base, "theirs": region.theirs, "suggestion": None, "prs": []}
+    plan = plan_for(item, path="f.md")
+    plan["files"][0]["marker_size"] = 8
+    open_ = scan(plan, {"f.md": commit1}, {"f.md": commit1}, answers={})
+    assert [(r.item_id, r.start_line, r.end_line) for r in open_.remaining] == [("Q1", 3, 9)]
+    # Read at git's default size (a report without the size) the region is invisible,
+    # and the item would tick while its markers are still there.
+    del plan["files"][0]["marker_size"]
+    assert scan(plan, {"f.md": commit1}, {"f.md": commit1}, answers={}).resolved == ["Q1"]
+    plan["files"][0]["marker_size"] = 8
+    done = scan(plan, {"f.md": commit1}, {"f.md": "Title\n=======\nours\n"}, answers={})
+    assert done.resolved == ["Q1"] and done.resolutions == {"Q1": "ours"}
+
+
 def test_a_deleted_file_resolves_its_hunks() -> None:
     result = scan(plan_for(Q1, Q2), {"f.py": COMMIT1}, {"f.py": None}, answers={})
     assert result.resolved == ["Q1", "Q2"] and result.resolutions["Q1"] == "deleted"

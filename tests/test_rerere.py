@@ -255,3 +255,23 @@ def test_replay_onto_a_new_merge(data: st.DataObject) -> None:
     new_merged = "".join(f"new ctx {i}\n{regions[i]}" for i in kept) + "z\n" + fresh
     expected = "".join(f"new ctx {i}\n{''.join(answers[i])}" for i in kept) + "z\n" + fresh
     assert replay(new_merged, resolutions) == (expected, len(kept))
+
+
+def test_a_resolution_recorded_at_one_marker_size_replays_at_another() -> None:
+    def region8(ours: str, base: str, theirs: str) -> str:
+        return (f"<<<<<<<< ours\n{ours}|||||||| upstream@abc\n{base}========\n{theirs}"
+                ">>>>>>>> theirs\n")
+
+    merged = "Title\n=======\n" + region8("a\n=======\n", "b\n", "c\n") + "end\n"
+    resolved = "Title\n=======\na\n=======\nc\n" + "end\n"
+    # At size 8 the setext lines are content, and the resolution is found...
+    found = record_file(merged, resolved, path="f.md", size=8)
+    assert found.pending == 0 and list(found.resolutions.values()) == ["a\n=======\nc\n"]
+    # ...at git's default size, the same file has no region at all.
+    assert record_file(merged, resolved, path="f.md").resolutions == {}
+    assert has_markers(merged, 8) and not has_markers(merged)
+    # A later merge wrote the same hunk at size 9: the key is the same, so it replays.
+    nine = "Title\n=======\n" + region8("a\n=======\n", "b\n", "c\n").replace(
+        "<<<<<<<<", "<<<<<<<<<").replace("||||||||", "|||||||||").replace(
+        "========\n", "=========\n").replace(">>>>>>>>", ">>>>>>>>>") + "end\n"
+    assert replay(nine, found.resolutions, path="f.md", size=9) == (resolved, 1)

@@ -17,7 +17,12 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from bot.engine.markers import find_marker_regions_in_lines, is_marker_line, split_lines
+from bot.engine.markers import (
+    MARKER_SIZE,
+    find_marker_regions_in_lines,
+    has_markers,
+    split_lines,
+)
 
 _KEY_VERSION = b"forksync-rerere-v1"
 
@@ -73,33 +78,28 @@ def _normalise(text: str) -> str:
     return text.replace("\r\n", "\n")
 
 
-def has_markers(text: str) -> bool:
-    """True if ``text`` still holds the start or end of a conflict region."""
-    return any(is_marker_line(line, "<") or is_marker_line(line, ">")
-               for line in split_lines(text))
+def parse_regions(text: str, size: int = MARKER_SIZE) -> list[Region]:
+    """Every complete marker region at ``size``, in order. Unterminated ones are plain text."""
+    return _parse(split_lines(text), size)
 
 
-def parse_regions(text: str) -> list[Region]:
-    """Every complete marker region, in order. Unterminated regions are plain text."""
-    return _parse(split_lines(text))
-
-
-def _parse(lines: list[str]) -> list[Region]:
+def _parse(lines: list[str], size: int) -> list[Region]:
     # One parser for the whole project: bot.engine.markers; here only the shape changes.
     return [
         Region(start=m.start_line - 1, end=m.end_line, ours=m.ours, base=m.base or "",
                theirs=m.theirs, text="".join(lines[m.start_line - 1:m.end_line]))
-        for m in find_marker_regions_in_lines(lines)
+        for m in find_marker_regions_in_lines(lines, size)
     ]
 
 
-def rewrite(text: str, choose: Callable[[Region], str | None]) -> tuple[str, int]:
+def rewrite(text: str, choose: Callable[[Region], str | None], *,
+            size: int = MARKER_SIZE) -> tuple[str, int]:
     """Replace each region for which ``choose`` returns text; return (new text, count)."""
     lines = split_lines(text)
     out: list[str] = []
     pos = 0
     count = 0
-    for region in _parse(lines):
+    for region in _parse(lines, size):
         out.extend(lines[pos:region.start])
         replacement = choose(region)
         if replacement is None:
@@ -112,36 +112,45 @@ def rewrite(text: str, choose: Callable[[Region], str | None]) -> tuple[str, int
     return "".join(out), count
 
 
-def take_side(text: str, side: str) -> tuple[str, int]:
+def take_side(text: str, side: str, *, size: int = MARKER_SIZE) -> tuple[str, int]:
     """Resolve every region of a file to its ``ours`` or ``theirs`` side."""
-    return rewrite(text, lambda region: region.side(side))
+    return rewrite(text, lambda region: region.side(side), size=size)
 
 
 def replay(new_merged_text: str, resolutions: Mapping[str, str], *,
-           path: str = "") -> tuple[str, int]:
-    """Replace every region of a new merge whose hunk has a recorded resolution."""
-    return rewrite(new_merged_text, lambda region: resolutions.get(region.key(path)))
+           path: str = "", size: int = MARKER_SIZE) -> tuple[str, int]:
+    """Replace every region of a new merge whose hunk has a recorded resolution.
+
+    ``size`` is the new merge's marker size for the file; keys do not depend on it, so
+    a resolution recorded at one size replays at another.
+    """
+    return rewrite(new_merged_text, lambda region: resolutions.get(region.key(path)),
+                   size=size)
 
 
 def record(merged_text_with_markers: str, resolved_text: str, *,
-           path: str = "") -> dict[str, str]:
+           path: str = "", size: int = MARKER_SIZE) -> dict[str, str]:
     """The resolution of every region of commit 1's file that is gone from the resolved file."""
-    return record_file(merged_text_with_markers, resolved_text, path=path).resolutions
+    return record_file(merged_text_with_markers, resolved_text, path=path,
+                       size=size).resolutions
 
 
 def record_file(merged_text_with_markers: str, resolved_text: str, *,
-                path: str = "") -> Recording:
-    """Like :func:`record`, and also count the regions that are pending or could not be placed."""
+                path: str = "", size: int = MARKER_SIZE) -> Recording:
+    """Like :func:`record`, and also count the regions that are pending or could not be placed.
+
+    ``size`` is the marker size commit 1's file was merged with (the plan records it).
+    """
     merged = split_lines(merged_text_with_markers)
     resolved = split_lines(resolved_text)
-    regions = _parse(merged)
+    regions = _parse(merged, size)
     recording = Recording()
     if not regions:
         return recording
 
     # A region whose exact hunk is still in the resolved file is not resolved yet.
     # Folding it into the context around it gives the alignment a strong anchor.
-    still = _still_conflicted(regions, _parse(resolved), path)
+    still = _still_conflicted(regions, _parse(resolved, size), path)
     recording.pending = len(still)
     contexts: list[list[str]] = [[]]
     open_regions: list[Region] = []
@@ -166,7 +175,7 @@ def record_file(merged_text_with_markers: str, resolved_text: str, *,
             recording.unplaced += 1
             continue
         replacement = "".join(resolved[span[0]:span[1]])
-        if has_markers(replacement):
+        if has_markers(replacement, size):
             recording.pending += 1
             continue
         recording.resolutions[region.key(path)] = replacement
@@ -268,3 +277,7 @@ def _split_by_diff(contexts: list[list[str]], resolved: list[str]) -> list[Span]
         else:
             spans.append((before + 1, after))
     return spans
+
+
+__all__ = ["Recording", "Region", "has_markers", "hunk_key", "parse_regions", "record",
+           "record_file", "replay", "rewrite", "split_lines", "take_side"]

@@ -23,6 +23,7 @@ from bot.app.context import JobContext
 from bot.engine.gate import Remaining, item_message
 from bot.engine.git import CatFile, Git
 from bot.engine.markers import MarkerRegion, find_marker_regions, split_lines
+from bot.engine.model import marker_size_of
 from bot.errors import ForksyncError, GitError
 from bot.github import remote
 from bot.github.checks import report_error, upsert_check_run
@@ -91,10 +92,12 @@ def scan(plan_json: dict[str, Any], commit_files: dict[str, str | None],
     result = ScanResult()
     for f in plan_json.get("files", []):
         path = f["path"]
+        size = marker_size_of(f)  # the size the merge wrote this file's markers with
         before, after = commit_files.get(path), head_files.get(path)
-        at_commit = {r.start_line: r for r in (find_marker_regions(before) if before else [])}
+        at_commit = {r.start_line: r
+                     for r in (find_marker_regions(before, size) if before else [])}
         left: dict[RegionKey, list[MarkerRegion]] = {}
-        for r in find_marker_regions(after) if after else []:
+        for r in find_marker_regions(after, size) if after else []:
             left.setdefault(region_key(r), []).append(r)
         for item in f.get("review_items", []):
             item_id = item["id"]
@@ -156,7 +159,8 @@ def residue_remaining(translator: Any, plan_json: dict[str, Any],
             continue
         changed = changed_lines(before, after)
         found = [r for r in find_residue(translator, f["path"], f["upstream_path"], after,
-                                         limit=10_000) if r.line in changed]
+                                         limit=10_000, marker_size=marker_size_of(f))
+                 if r.line in changed]
         out += [Remaining(r.path, None, r.line, r.line,
                           f"`{r.text.strip()}` still has upstream names; the fork's "
                           f"translation makes it `{r.expected.strip()}`",

@@ -15,6 +15,8 @@ from typing import Any
 
 from bot.engine import rerere
 from bot.engine.git import Git
+from bot.engine.markers import MARKER_SIZE
+from bot.engine.model import marker_sizes
 from bot.sync.commands.gitops import decode, encode, read_bytes, read_many, read_text
 
 
@@ -34,11 +36,12 @@ def record_branch(git: Git, plan_json: dict[str, Any], commit: str, head: str) -
              if any(i.get("start_line") is not None for i in f.get("review_items", []))]
     before = read_many(git, commit, paths)
     after = read_many(git, head, paths)
+    sizes = marker_sizes(plan_json)  # commit 1's, so its regions are read as written
     for path in paths:
         old, new = before.get(path), after.get(path)
         if old is None or new is None:
             continue
-        found = rerere.record_file(old, new, path=path)
+        found = rerere.record_file(old, new, path=path, size=sizes.get(path, MARKER_SIZE))
         recorded.resolutions.update(found.resolutions)
         recorded.pending += found.pending
         if found.unplaced:
@@ -68,12 +71,14 @@ def replay_onto(git: Git, plan_json: dict[str, Any], commit1: str,
     """
     out = Replayed()
     paths = [f["path"] for f in plan_json.get("files", [])]
+    sizes = marker_sizes(plan_json)  # the new merge's
     new_texts = read_many(git, commit1, paths)
     replayed: dict[str, str | None] = {}
     for path, text in new_texts.items():
-        if text is None or not rerere.has_markers(text):
+        size = sizes.get(path, MARKER_SIZE)
+        if text is None or not rerere.has_markers(text, size):
             continue
-        new_text, count = rerere.replay(text, resolutions, path=path)
+        new_text, count = rerere.replay(text, resolutions, path=path, size=size)
         if count:
             replayed[path] = new_text
             out.replayed += count

@@ -13,6 +13,8 @@ from typing import Any
 
 from bot.engine import rerere
 from bot.engine.git import Git
+from bot.engine.markers import MARKER_SIZE
+from bot.engine.model import marker_sizes
 from bot.github import remote
 from bot.sync.commands import gitops
 from bot.sync.commands.gitops import TRAILER
@@ -52,8 +54,9 @@ async def resolve_regions(run: Runner, path: str, side: str,
         raise CommandFailed(f"`{path}` no longer exists on the sync branch "
                             f"(head `{branch.head[:12]}`).")
     items = [i for f in plan_json["files"] if f["path"] == path for i in f["review_items"]]
-    by_key = _items_by_region(items, at_commit or "", path)
-    regions = rerere.parse_regions(at_head)
+    size = marker_sizes(plan_json).get(path, MARKER_SIZE)  # as the merge wrote this file
+    by_key = _items_by_region(items, at_commit or "", path, size)
+    regions = rerere.parse_regions(at_head, size)
     targets = [r for r in regions if only is None or by_key.get(r.key(path), {}).get("id")
                in only]
     whole_file = [i for i in items if i.get("kind") == "file"]
@@ -79,7 +82,7 @@ async def resolve_regions(run: Runner, path: str, side: str,
             return suggestion
         return region.side(side)
 
-    new_text, count = rerere.rewrite(at_head, choose)
+    new_text, count = rerere.rewrite(at_head, choose, size=size)
     ids = [by_key[r.key(path)]["id"] for r in targets if r.key(path) in by_key]
     message = (f"forksync: resolve {path} with {side}\n\n"
                f"Requested by @{run.req.author} in #{run.req.pr}"
@@ -110,10 +113,10 @@ def _require_suggestions(path: str, targets: list[rerere.Region],
                             "Resolve with `ours` or `theirs`, or by hand.")
 
 
-def _items_by_region(items: list[dict[str, Any]], commit_text: str,
-                     path: str) -> dict[str, dict[str, Any]]:
+def _items_by_region(items: list[dict[str, Any]], commit_text: str, path: str,
+                     size: int = MARKER_SIZE) -> dict[str, dict[str, Any]]:
     """Review items keyed by the hunk key of their marker region in commit 1."""
-    by_start = {r.start + 1: r for r in rerere.parse_regions(commit_text)}
+    by_start = {r.start + 1: r for r in rerere.parse_regions(commit_text, size)}
     out: dict[str, dict[str, Any]] = {}
     for item in items:
         region = by_start.get(item.get("start_line") or -1)
