@@ -102,3 +102,15 @@ def test_queue_timings_are_settings_with_clear_errors() -> None:
     for bad in ("0", "soon", "nan", "inf"):
         with pytest.raises(SettingsError, match="FORKSYNC_JOB_LEASE_SECONDS"):
             Settings.from_env({**base, "FORKSYNC_JOB_LEASE_SECONDS": bad})
+
+
+def test_the_git_time_limit_is_a_setting() -> None:
+    from bot.app.settings import Settings, SettingsError
+
+    base = {"FORKSYNC_WEBHOOK_SECRET": "s", "FORKSYNC_TOKEN": "t"}
+    assert Settings.from_env(base).git_timeout_seconds == 600.0
+    assert Settings.from_env({**base, "FORKSYNC_GIT_TIMEOUT_SECONDS": "90"}
+                             ).git_timeout_seconds == 90.0
+    for bad in ("0", "never", "inf"):
+        with pytest.raises(SettingsError, match="FORKSYNC_GIT_TIMEOUT_SECONDS"):
+            Settings.from_env({**base, "FORKSYNC_GIT_TIMEOUT_SECONDS": bad})

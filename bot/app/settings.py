@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from bot.engine.git import DEFAULT_TIMEOUT
 from bot.errors import ForksyncError
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -53,6 +54,9 @@ class Settings:
     job_lease_seconds: float = 60.0  # a crashed worker's job is taken again after this
     retry_backoff_seconds: float = 30.0  # first retry delay; doubles per attempt
     retry_backoff_cap_seconds: float = 3600.0
+    # The time limit of one git process (or one cat-file request) in a job: past it git is
+    # stopped and the job fails with a clear error, so a stuck git never holds a lease.
+    git_timeout_seconds: float = DEFAULT_TIMEOUT
 
     @property
     def mode(self) -> Literal["app", "token"]:
@@ -165,6 +169,8 @@ class Settings:
                                          cls.retry_backoff_seconds, minimum=0.1),
             retry_backoff_cap_seconds=_float(env, "FORKSYNC_RETRY_BACKOFF_CAP_SECONDS",
                                              cls.retry_backoff_cap_seconds, minimum=0.1),
+            git_timeout_seconds=_float(env, "FORKSYNC_GIT_TIMEOUT_SECONDS",
+                                       cls.git_timeout_seconds, minimum=0.1),
         )
 
 

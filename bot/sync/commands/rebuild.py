@@ -166,7 +166,8 @@ async def _merge(run: Runner, branch: Branch, inputs: _Inputs, tip: str,
     result = await asyncio.to_thread(
         engine_sync, git.git_dir, inputs.upstream_git, to_rev=tip, config=inputs.config,
         fork_branch=inputs.fork_branch, branch=_LOCAL_WORK_BRANCH,
-        workdir=str(run.ctx.settings.data_dir / "work"))
+        workdir=str(run.ctx.settings.data_dir / "work"),
+        git_timeout=run.ctx.settings.git_timeout_seconds)
     plan_json: dict[str, Any] = result.plan.to_json()
     if plan_json["cutoff"] != old_plan["cutoff"]:
         raise CommandFailed(

@@ -18,12 +18,14 @@ from bot.engine.config import Config
 from bot.engine.git import Git
 from bot.engine.pipeline import sync as engine_sync
 from bot.engine.window import find_cutoff, newest_by_ancestry, resolve_rev
-from bot.errors import ForksyncError
+from bot.errors import ForksyncError, GitError, GitTimeout, MissingObject
 from bot.github.checks import report_error
 from bot.sync.publish.context import PublishResult, Repos, RunContext
 from bot.sync.state import load_plan, save_plan, sync_branch_name
 
 _LOCAL_WORK_BRANCH = "forksync/local-work"
+
+RETRY_NOTE = "\n\nforksync tries this sync again later (with a growing delay)."
 
 FIRST_SYNC_ADVICE = """
 
@@ -62,14 +64,19 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
         plan_json, commit, report_path = await _run_engine(
             run.ctx.settings, repos, config, tip_sha, cutoff)
     except ForksyncError as exc:
-        # The engine works on local repositories only, so its errors do not go away by
-        # retrying: people must act (fix the config, name the cutoff). Say so on the
-        # fork's head, where they look.
-        advice = "" if cutoff is not None else FIRST_SYNC_ADVICE.format(
-            upstream=run.state["upstream"], branch=repos.fork_branch)
+        # The engine works on local repositories only, so most of its errors do not go
+        # away by retrying: people must act (fix the config, name the cutoff). Say so on
+        # the fork's head, where they look.
+        broken = isinstance(exc, MissingObject | GitTimeout)
+        advice = "" if cutoff is not None or isinstance(exc, GitError) else \
+            FIRST_SYNC_ADVICE.format(upstream=run.state["upstream"], branch=repos.fork_branch)
         await report_error(run.gh, run.fork, repos.fork_main, "forksync cannot sync",
-                           str(exc) + advice)
+                           str(exc) + (RETRY_NOTE if broken else advice))
         await run.save()
+        if broken:
+            # A broken or stuck repository may mend (a mirror fetched again, a disk
+            # back): the job fails, its lease goes back, and the queue retries it.
+            raise
         return run.result("refused")
     run.state["sync"] = {
         "branch": sync_branch_name(plan_json["cutoff"]), "commit": commit,
@@ -106,6 +113,6 @@ async def _run_engine(settings: Settings, repos: Repos, config: Config, tip_sha:
     result = await asyncio.to_thread(
         engine_sync, repos.fork_git, repos.upstream_git, from_rev=cutoff, to_rev=tip_sha,
         config=config, fork_branch=repos.fork_branch, branch=_LOCAL_WORK_BRANCH,
-        workdir=str(settings.data_dir / "work"))
+        workdir=str(settings.data_dir / "work"), git_timeout=settings.git_timeout_seconds)
     plan_json: dict[str, Any] = result.plan.to_json()
     return plan_json, result.commit, result.report_path
