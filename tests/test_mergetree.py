@@ -157,3 +157,14 @@ def test_marker_sizes_reach_git_exactly_even_for_paths_git_cannot_spell(tmp_path
     told = {out[i]: out[i + 2] for i in range(0, len(out) - 2, 3)}
     assert told == {"a b.md": "9", "a_b.md": "9", "c[1]*.md": "8", "d\tx.md": "unspecified",
                     "plain.md": "unspecified", "c1.md": "unspecified", "a-b.md": "9"}
+
+
+def test_a_path_with_a_space_gets_its_marker_size_from_git(tmp_path: Path) -> None:
+    ours = GUIDE.replace("Tuning\n", "On the fork\n=======\n\nTuning\n")
+    theirs = GUIDE.replace("Tuning\n", "Upstream\n=======\n\nTuning\n")
+    s, p = conflicted(tmp_path, "docs/en/user guide.md", GUIDE, ours, theirs)
+    path = s.translate_path("docs/en/user guide.md")
+    result = file_of(p, path)
+    assert result.marker_size == 8
+    (region,) = find_marker_regions(merged_text(p, path), 8)
+    assert region.ours == "On the fork\n=======\n\n" and region.theirs == "Upstream\n=======\n\n"

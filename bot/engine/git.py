@@ -13,12 +13,11 @@ import re
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from bot.engine.process import Watchdog, kill, missing_oid, spawn, subcommand
+from bot.engine.process import DEADLINES, Watch, kill, missing_oid, spawn, subcommand
 from bot.errors import GitError, GitTimeout, MissingObject
 
 BOT_NAME = "forksync[bot]"
@@ -135,14 +134,18 @@ class Git:
         argv = self._argv(args)
         proc = spawn(argv, full_env, cwd, stdin=subprocess.PIPE if input is not None
                       else subprocess.DEVNULL)
+        # A blocking communicate() under a watch, rather than communicate(timeout=),
+        # whose final wait polls with sleeps: git calls are many and mostly short.
+        watch = DEADLINES.watch(proc.pid, self.timeout)
         try:
-            out, err = proc.communicate(input, timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            kill(proc)
-            raise self.timed_out(args) from None
+            out, err = proc.communicate(input)
         except BaseException:
             kill(proc)
             raise
+        finally:
+            watch.done()
+        if watch.expired:
+            raise self.timed_out(args)
         return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
     def timed_out(self, args: Sequence[str], reading: str = "") -> GitTimeout:
@@ -241,18 +244,18 @@ class Background:
         self._git = git
         self._proc = proc
         self._args = args
-        self._deadline = time.monotonic() + git.timeout
+        self._watch = DEADLINES.watch(proc.pid, git.timeout)
 
     def output(self) -> bytes:
         try:
-            out, err = self._proc.communicate(
-                timeout=max(self._deadline - time.monotonic(), 0.0))
-        except subprocess.TimeoutExpired:
-            kill(self._proc)
-            raise self._git.timed_out(self._args) from None
+            out, err = self._proc.communicate()
         except BaseException:
             kill(self._proc)
             raise
+        finally:
+            self._watch.done()
+        if self._watch.expired:
+            raise self._git.timed_out(self._args)
         if self._proc.returncode != 0:
             raise self._git.failure(self._args, self._proc.returncode, err)
         return out
@@ -261,6 +264,7 @@ class Background:
         """Stop it if it is still running (its output is not needed any more)."""
         if self._proc.returncode is None:
             kill(self._proc)
+        self._watch.done()
 
 
 class CatFile:
@@ -284,7 +288,7 @@ class CatFile:
         except BaseException:
             self._stderr.close()
             raise
-        self._watchdog = Watchdog(self._proc, git.timeout)
+        self._watch: Watch | None = None  # the time limit of the request under way
         self._lock = threading.Lock()
         self._trees: dict[str, list[TreeEntry]] = {}
         self.tree_cache = self._trees
@@ -309,7 +313,7 @@ class CatFile:
                 part = oids[start:start + chunk]
                 problem: MissingObject | None = None
                 k = 0
-                self._watchdog.arm()
+                self._watch = DEADLINES.watch(self._proc.pid, self._git.timeout)
                 try:
                     self._proc.stdin.write("".join(f"{oid}\n" for oid in part).encode())
                     self._proc.stdin.flush()
@@ -324,7 +328,7 @@ class CatFile:
                     where = paths[start + k] if paths is not None else None
                     raise self._stopped(part[k], where) from None
                 finally:
-                    self._watchdog.disarm()
+                    self._watch.done()
                 if problem is not None:
                     raise problem
         return out
@@ -345,7 +349,7 @@ class CatFile:
 
     def _stopped(self, oid: str, path: str | None) -> GitError:
         """Why cat-file stopped answering: our time limit, or git gave up on an object."""
-        if self._watchdog.expired:
+        if self._watch is not None and self._watch.expired:
             return self._git.timed_out(["cat-file"], f"{oid} ({path})" if path else oid)
         self._proc.wait()
         self._stderr.seek(0)
@@ -372,15 +376,16 @@ class CatFile:
         return self.trees([oid], paths=[path] if path is not None else None)[0]
 
     def close(self) -> None:
-        self._watchdog.close()
-        with contextlib.suppress(OSError, ValueError):
-            if self._proc.stdin:
-                self._proc.stdin.close()
+        # git exits at the end of its input; the time limit stops it if it does not (a
+        # plain wait, not Popen.wait(timeout), which polls with sleeps).
+        watch = DEADLINES.watch(self._proc.pid, self._git.timeout)
         try:
-            self._proc.wait(timeout=self._git.timeout)
-        except subprocess.TimeoutExpired:
-            kill(self._proc)
+            with contextlib.suppress(OSError, ValueError):
+                if self._proc.stdin:
+                    self._proc.stdin.close()
+            self._proc.wait()
         finally:
+            watch.done()
             if self._proc.stdout:
                 self._proc.stdout.close()
             self._stderr.close()

@@ -220,6 +220,11 @@ def marker_runs(data: bytes) -> set[int]:
     return {len(m.group(1)) for m in _MARKER_RUN.finditer(data)}
 
 
+def count_marker_lines(data: bytes, size: int = MARKER_SIZE) -> int:
+    """How many lines of ``data`` start like a marker of exactly ``size`` characters."""
+    return sum(1 for m in _MARKER_RUN.finditer(data) if len(m.group(1)) == size)
+
+
 def safe_marker_size(taken: Iterable[int]) -> int:
     """The smallest size from git's default up that is not one of the ``taken`` run lengths.
 

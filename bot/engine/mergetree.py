@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from bot.engine.markers import (
     MARKER_SIZE,
     OURS_LABEL,
     THEIRS_LABEL,
+    count_marker_lines,
     find_marker_regions_in_lines,
     marker_runs,
     safe_marker_size,
@@ -74,11 +76,23 @@ def merge_trees(work: Git, cat: CatFile, writer: TreeWriter, ours_tree: str, bas
     trees = {"the fork repository": ours_tree, "the upstream repository": theirs_tree,
              "the upstream repository (cutoff)": base_tree}
     tree, conflicts, messages = _merge_tree(work, None, trees)
-    sizes = marker_sizes(cat, conflicts)
-    if any(size != MARKER_SIZE for size in sizes.values()):
-        with _attributes_file(sizes) as attributes:
-            tree, conflicts, messages = _merge_tree(work, attributes, trees)
-    tree, sizes = _relabel(work, cat, writer, tree, sizes, base, base_label)
+    merged = _read_merged(cat, tree, conflicts)
+    sizes = dict.fromkeys(merged, MARKER_SIZE)
+    # Reading the inputs is needed only where the result has a marker line git did not
+    # write (a cheap count, see _only_gits_markers); most conflicted files have none.
+    doubtful = {path: conflicts[path] for path, (_, data) in merged.items()
+                if not _only_gits_markers(data, base)}
+    if doubtful and any(_pattern(path) != b"/" + _literal(path) for path in merged):
+        # A pattern that spells whitespace as "?" may reach another path: sizes are then
+        # chosen for all together (rare: a path with whitespace or a glob character).
+        doubtful = {path: conflicts[path] for path in merged}
+    if doubtful:
+        sizes.update(marker_sizes(cat, doubtful))
+        if any(size != MARKER_SIZE for size in sizes.values()):
+            with _attributes_file(sizes) as attributes:
+                tree, conflicts, messages = _merge_tree(work, attributes, trees)
+            merged = _read_merged(cat, tree, conflicts)
+    tree, sizes = _relabel(work, cat, writer, tree, merged, sizes, base, base_label)
     return TreeMerge(tree, conflicts, messages, sizes)
 
 
@@ -131,16 +145,50 @@ def parse_merge_tree(out: bytes) -> tuple[str, Stages, list[MergeMessage]]:
 # -- marker sizes ----------------------------------------------------------------------
 
 
-def marker_sizes(cat: CatFile, conflicts: Stages) -> dict[str, int]:
-    """Per conflicted text file: the smallest marker size no line of its three inputs has."""
-    stages: dict[str, list[str]] = {}
+def _text_conflicts(conflicts: Stages) -> dict[str, list[str]]:
+    """The conflicted paths git may have written markers into, with their stages' OIDs."""
+    out: dict[str, list[str]] = {}
     for path, entries in conflicts.items():
         by_stage = {stage: (mode, oid) for mode, oid, stage in entries}
         if 2 not in by_stage or 3 not in by_stage:
             continue  # one side has no version (modify/delete): git writes no markers
         if any(mode in (MODE_GITLINK, MODE_SYMLINK) for mode, _ in by_stage.values()):
             continue
-        stages[path] = [oid for _, oid in by_stage.values()]
+        out[path] = [oid for _, oid in by_stage.values()]
+    return out
+
+
+def _read_merged(cat: CatFile, tree: str, conflicts: Stages) -> dict[str, tuple[Entry, bytes]]:
+    """The merge result of each conflicted text file: its entry and content."""
+    index = TreeIndex(cat, tree)
+    paths = sorted(_text_conflicts(conflicts))
+    index.prefetch(paths)
+    entries = {path: Entry(e.mode, e.oid) for path in paths
+               if (e := index.get(path)) is not None
+               and e.mode not in (MODE_GITLINK, MODE_SYMLINK) and not e.is_tree}
+    blobs = cat.read_many([e.oid for e in entries.values()], paths=list(entries))
+    return {path: (entry, data) for (path, entry), (_, data)
+            in zip(entries.items(), blobs, strict=True)
+            if b"\0" not in data[:_BINARY_SNIFF]}
+
+
+_BASE_LINE = re.compile(rb"^\|{7} ([0-9a-f]{4,64})\r?$", re.MULTILINE)
+
+
+def _only_gits_markers(data: bytes, base_commit: str) -> bool:
+    """Every 7-character marker line of a merge result is one git wrote: no guessing needed.
+
+    git writes four marker lines per region, and one of them names the synthetic base
+    commit, which no content can (it exists only here). So the count of marker lines
+    is four times the count of those base lines exactly when no content line is one.
+    """
+    based = sum(1 for m in _BASE_LINE.finditer(data) if base_commit.startswith(m[1].decode()))
+    return count_marker_lines(data) == 4 * based
+
+
+def marker_sizes(cat: CatFile, conflicts: Stages) -> dict[str, int]:
+    """Per conflicted text file: the smallest marker size no line of its three inputs has."""
+    stages = _text_conflicts(conflicts)
     oids = sorted({oid for found in stages.values() for oid in found})
     where = {oid: f"a version of {path}" for path, found in stages.items() for oid in found}
     blobs = {oid: data for oid, (_, data) in
@@ -166,7 +214,7 @@ def shared_sizes(runs: Mapping[str, set[int]]) -> dict[str, int]:
             path = group[path]
         return path
 
-    spelled = [path for path in paths if _pattern(path) != _literal(path)]
+    spelled = [path for path in paths if _pattern(path) != b"/" + _literal(path)]
     for loose in spelled:
         for other in paths:
             if other != loose and _reaches(loose, other):
@@ -227,21 +275,15 @@ def _attributes_file(sizes: Mapping[str, int]) -> Iterator[str]:
 # -- the base label --------------------------------------------------------------------
 
 
-def _relabel(work: Git, cat: CatFile, writer: TreeWriter, tree: str, sizes: dict[str, int],
+def _relabel(work: Git, cat: CatFile, writer: TreeWriter, tree: str,
+             merged: Mapping[str, tuple[Entry, bytes]], sizes: dict[str, int],
              base_commit: str, base_label: str) -> tuple[str, dict[str, int]]:
     """Label each base section ``base_label``; the sizes, as git actually wrote each file."""
-    index = TreeIndex(cat, tree)
-    index.prefetch(sizes)
-    entries = {path: entry for path in sorted(sizes)
-               if (entry := index.get(path)) is not None
-               and entry.mode not in (MODE_GITLINK, MODE_SYMLINK) and not entry.is_tree}
-    paths = list(entries)
-    blobs = cat.read_many([entries[p].oid for p in paths], paths=paths)
     actual = dict(sizes)
     changed: dict[str, bytes] = {}
-    for path, (_, data) in zip(paths, blobs, strict=True):
+    for path, (_, data) in merged.items():
         lines = split_lines(data.decode("utf-8", "surrogateescape"))
-        size = sizes[path]
+        size = sizes.get(path, MARKER_SIZE)
         regions = find_marker_regions_in_lines(lines, size)
         if not regions and size != MARKER_SIZE:
             size = MARKER_SIZE  # git did not apply the attribute: read what it wrote
@@ -259,7 +301,7 @@ def _relabel(work: Git, cat: CatFile, writer: TreeWriter, tree: str, sizes: dict
     if not changed:
         return tree, actual
     oids = work.hash_blobs(list(changed.values()))
-    edits = {path: Entry(entries[path].mode, oid)
+    edits = {path: Entry(merged[path][0].mode, oid)
              for path, oid in zip(changed, oids, strict=True)}
     return edit_tree(cat, writer, tree, dict(edits)), actual
 

@@ -8,6 +8,7 @@ words for an unreadable object are turned into the object's name.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import re
 import signal
@@ -64,47 +65,80 @@ def subcommand(args: Sequence[str]) -> str:
     return args[i] if i < len(args) else ""
 
 
-class Watchdog:
-    """Kills a long-running git process when one request to it outlasts the time limit."""
+class Watch:
+    """One git process under a time limit; :meth:`done` once it no longer needs one."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], limit: float) -> None:
-        self._proc = proc
-        self._limit = limit
-        self._cond = threading.Condition()
-        self._deadline: float | None = None
-        self._closed = False
-        self._thread: threading.Thread | None = None
+    def __init__(self, pid: int, deadline: float) -> None:
+        self.pid = pid
+        self.deadline = deadline
         self.expired = False
+        self._finished = False
+        self._lock = threading.Lock()
 
-    def arm(self) -> None:
+    def done(self) -> None:
+        with self._lock:
+            self._finished = True
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def expire(self) -> None:
+        """Stop the process and everything it started, unless it has finished meanwhile."""
+        with self._lock:
+            if self._finished:
+                return
+            self.expired = True
+            self._finished = True
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+
+
+class Deadlines:
+    """One thread that stops every git process which outlives its time limit.
+
+    It sleeps until the earliest deadline, and is woken only when a new one comes
+    earlier; a process that ends in time costs a heap entry, no wake-up and no thread.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Watch]] = []
+        self._seq = 0
+        self._thread: threading.Thread | None = None
+
+    def watch(self, pid: int, limit: float) -> Watch:
+        entry = Watch(pid, time.monotonic() + limit)
         with self._cond:
-            self._deadline = time.monotonic() + self._limit
-            if self._thread is None:
+            if len(self._heap) > 256 and sum(1 for *_, w in self._heap if not w.finished) \
+                    < len(self._heap) // 4:
+                # Most entries are of processes long finished: drop them.
+                self._heap = [item for item in self._heap if not item[2].finished]
+                heapq.heapify(self._heap)
+            wake = not self._heap or entry.deadline < self._heap[0][0]
+            self._seq += 1
+            heapq.heappush(self._heap, (entry.deadline, self._seq, entry))
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name="forksync-git-watchdog")
+                                                name="forksync-git-deadlines")
                 self._thread.start()
-            self._cond.notify()
-
-    def disarm(self) -> None:
-        with self._cond:
-            self._deadline = None
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify()
+            elif wake:
+                self._cond.notify()
+        return entry
 
     def _run(self) -> None:
         with self._cond:
-            while not self._closed:
-                if self._deadline is None:
+            while True:
+                while self._heap and self._heap[0][2].finished:
+                    heapq.heappop(self._heap)
+                if not self._heap:
                     self._cond.wait()
                     continue
-                left = self._deadline - time.monotonic()
+                left = self._heap[0][0] - time.monotonic()
                 if left > 0:
                     self._cond.wait(left)
                     continue
-                self.expired = True
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self._proc.pid, signal.SIGKILL)
-                return
+                heapq.heappop(self._heap)[2].expire()
+
+
+DEADLINES = Deadlines()
