@@ -351,6 +351,8 @@ class CatFile:
         """Why cat-file stopped answering: our time limit, or git gave up on an object."""
         if self._watch is not None and self._watch.expired:
             return self._git.timed_out(["cat-file"], f"{oid} ({path})" if path else oid)
+        if self._proc.poll() is None:  # still there, but no longer answering: stop it
+            kill(self._proc)
         self._proc.wait()
         self._stderr.seek(0)
         stderr = self._stderr.read()

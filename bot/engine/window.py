@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bot.engine.git import Git
+from bot.engine.git import Git, reading
 from bot.engine.model import WindowEntry
 from bot.errors import GitError, MissingObject, WindowError
 
@@ -57,9 +57,12 @@ def newest_by_ancestry(upstream: Git, shas: list[str]) -> str | None:
         full = upstream.rev_parse(sha)
         if full and full not in known:
             known.append(full)
-    for candidate in known:
-        if all(other == candidate or upstream.is_ancestor(other, candidate) for other in known):
-            return candidate
+    with reading("the upstream repository", "the history between synced commits",
+                 kind="commit"):
+        for candidate in known:
+            if all(other == candidate or upstream.is_ancestor(other, candidate)
+                   for other in known):
+                return candidate
     return known[0] if known else None
 
 
