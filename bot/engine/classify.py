@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import difflib
-import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from bot.engine import attribute
 from bot.engine.config import Config
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, Background, CatFile, Git, TreeWriter
 from bot.engine.markers import MARKER_SIZE, find_marker_regions, split_lines
-from bot.engine.merge import Entry, MergeOutcome, TreeIndex, edit_tree
+from bot.engine.merge import (
+    Entry,
+    MergeOutcome,
+    TreeIndex,
+    UpstreamChange,
+    commit_tree_oid,
+    edit_tree,
+)
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
 from bot.engine.suggest import propose
 from bot.engine.translate import Translator
@@ -37,6 +44,7 @@ class _Path:
     fork_old: str | None = None
     upstream_old: str | None = None
     items: list[ReviewItem] = field(default_factory=list)
+    renamed_by_merge: bool = False  # the fork has it elsewhere; rename detection found it
 
 
 class Classifier:
@@ -54,6 +62,7 @@ class Classifier:
         self.base = TreeIndex(cat, outcome.base_tree)
         self.theirs = TreeIndex(cat, outcome.theirs_tree)
         self.raw = TreeIndex(cat, outcome.merged_tree)
+        self._tip_tree_oid: str | None = None
 
     def fork_path(self, upstream_path: str) -> str:
         return self.o.path_map.get(upstream_path) or self.tr.path(upstream_path)
@@ -74,15 +83,41 @@ class Classifier:
             seen.setdefault(fork, p)
         for path in self.o.conflicts:
             if path not in seen and not any(p.fork_old == path for p in seen.values()):
-                seen[path] = _Path(path, path, "")
+                seen[path] = self._found_by_rename(path, seen)
         return sorted(seen.values(), key=lambda p: p.fork)
+
+    def _found_by_rename(self, path: str, seen: dict[str, _Path]) -> _Path:
+        """A conflict at a path the window did not name: git matched it by rename detection.
+
+        Its stage blobs are translated upstream blobs, which name the upstream file; the
+        entry at the translated path (empty in both ours and the merge) is folded into it.
+        """
+        by_oid: dict[str, UpstreamChange] = {}
+        for ch in self.o.changes:
+            for e, up in ((ch.new, ch.new_path), (ch.old, ch.old_path)):
+                if e is not None and up is not None:
+                    by_oid.setdefault(self.o.translated.get((e.oid, up), e.oid), ch)
+        for _mode, oid, stage in sorted(self.o.conflicts[path], key=lambda c: -c[2]):
+            found = by_oid.get(oid) if stage in (1, 3) else None
+            if found is None:
+                continue
+            ch = found
+            upstream = ch.new_path or ch.old_path or path
+            translated = self.fork_path(upstream)
+            if translated in seen and translated not in self.o.conflicts \
+                    and self.raw.get(translated) is None:
+                del seen[translated]
+            return _Path(path, upstream, ch.status[0],
+                         upstream_old=ch.old_path if ch.status[0] == "R" else None,
+                         renamed_by_merge=True)
+        return _Path(path, path, "")
 
     def classify(self, writer: TreeWriter) -> Classified:
         paths = self.paths()
         # The files that will surely have items: their history is read while we work.
-        likely = sorted({p.upstream for p in paths if p.fork in self.o.conflicts
-                         or (p.fork_old is not None and p.fork_old in self.o.conflicts)
-                         or self._is_manual(p.fork)})
+        likely = [p for p in paths if p.fork in self.o.conflicts
+                  or (p.fork_old is not None and p.fork_old in self.o.conflicts)
+                  or self._is_manual(p.fork)]
         history = self._start_history(likely)
         wanted = [p.fork for p in paths] + [p.fork_old for p in paths if p.fork_old]
         for index in (self.ours, self.base, self.theirs, self.raw):
@@ -106,7 +141,8 @@ class Classifier:
                 r.review_items = self._conflict_items(r, final)
         if self.config.flags:
             self._flag_items(results, final)
-        self._attribute(results, history, set(likely))
+        self._attribute(results, history, {p.upstream for p in likely},
+                        {p.fork: p for p in paths})
         n = 0
         for r in results:
             for item in r.review_items:
@@ -176,8 +212,11 @@ class Classifier:
     def _merged(self, p: _Path, conflicted: bool) -> FileResult:
         if conflicted:
             kinds = self._message_kinds(p)
-            return FileResult(p.fork, p.upstream, Status.CONFLICT, [],
-                              note="; ".join(kinds) or "CONFLICT")
+            note = "; ".join(kinds) or "CONFLICT"
+            if p.renamed_by_merge:
+                note += (f"; found by rename detection: upstream `{p.upstream}` translates to "
+                         f"`{self.fork_path(p.upstream)}`, which the fork does not have")
+            return FileResult(p.fork, p.upstream, Status.CONFLICT, [], note=note)
         result = self._entry(self.raw, p.fork)
         ours = self._entry(self.ours, p.fork)
         status = self._status(p, result, ours)
@@ -278,60 +317,101 @@ class Classifier:
                     ))
                     break
 
-    def _translate_lines(self, lines: set[str], upstream_path: str) -> set[str]:
-        """Translate many lines in one scan (a newline bounds words like a line's ends do)."""
-        ordered = sorted(lines)
-        out = self.tr.text("\n".join(ordered), upstream_path).split("\n")
-        if len(out) != len(ordered):  # a rule spanned a newline: fall back to line by line
-            out = [self.tr.text(line, upstream_path) for line in ordered]
-        return {line.strip() for line in out}
-
     def _is_manual(self, fork_path: str) -> bool:
         policy = self.config.policy_for(fork_path)
         return policy is not None and policy.action == "manual"
 
-    def _start_history(self, upstream_paths: list[str]) -> Background | None:
-        if not upstream_paths:
-            return None
-        return self.work.start("log", "-p", "--first-parent", "--no-renames", "-U0",
-                               "--format=%x1e%H", f"{self.cutoff}..{self.tip}", "--",
-                               *upstream_paths)
+    def _start_history(self, paths: list[_Path]) -> Background | None:
+        wanted = [q for p in paths for q in (p.upstream, p.upstream_old) if q]
+        return attribute.start_history(self.work, self.cutoff, self.tip, wanted)
 
     def _attribute(self, results: list[FileResult], history: Background | None,
-                   started: set[str]) -> None:
-        """Which window PRs changed the lines of each item: `git log -p` of their files."""
+                   started: set[str], by_fork: dict[str, _Path]) -> None:
+        """Name the window PRs that changed each item's lines, by line history (attribute.py)."""
         out = history.output().decode("utf-8", "replace") if history is not None else ""
-        wanted = {r.upstream_path: r for r in results if r.review_items}
-        if not wanted:
-            return
-        missing = sorted(set(wanted) - started)  # e.g. flags on files that merged cleanly
-        if missing:
+        wanted = [r for r in results if r.review_items]
+        missing = [by_fork[r.path] for r in wanted
+                   if r.path in by_fork and by_fork[r.path].upstream not in started]
+        if missing:  # e.g. flags on files that merged cleanly
             extra = self._start_history(missing)
-            assert extra is not None
-            out += extra.output().decode("utf-8", "replace")
+            out += extra.output().decode("utf-8", "replace") if extra is not None else ""
+        commits = attribute.parse_history(out)
         numbers = {e.sha: e.number for e in self.window}
-        touched: dict[str, list[tuple[int | None, set[str], set[str]]]] = {}
-        for record in out.split("\x1e")[1:]:
-            sha, _, patch = record.partition("\n")
-            for path, added, removed in _parse_patch(patch):
-                touched.setdefault(path, []).append((numbers.get(sha.strip()), added, removed))
-        for up, r in wanted.items():
-            commits = touched.get(up, [])
-            translated = [(n, self._translate_lines(added, up), self._translate_lines(removed, up))
-                          for n, added, removed in commits]
+
+        def prs(shas: Iterable[str]) -> list[int]:
+            return sorted({n for sha in shas if (n := numbers.get(sha)) is not None})
+
+        for r in wanted:
+            p = by_fork.get(r.path)
+            tip_path = r.upstream_path
+            cut_path = (p.upstream_old if p is not None and p.upstream_old else r.upstream_path)
+            whole = prs(attribute.touched_file(commits, tip_path)
+                        + attribute.deleted_file(commits, cut_path))
+            sides = self._side_texts(r)
+            theirs_end = base_end = 0
             for item in r.review_items:
-                theirs = {ln.strip() for ln in item.theirs.splitlines() if ln.strip()}
-                base = {ln.strip() for ln in item.base.splitlines() if ln.strip()}
-                prs: list[int] = []
-                for number, added_t, removed_t in translated:
-                    if number is None or number in prs:
+                if item.kind is ItemKind.CONFLICT and sides is not None:
+                    found = self._region_commits(item, sides, commits, tip_path, cut_path,
+                                                 theirs_end, base_end)
+                    if found is not None:
+                        shas, theirs_end, base_end = found
+                        item.prs = prs(shas) or whole
                         continue
-                    hit = (added_t & theirs) or (removed_t & base)
-                    if hit or item.kind in (ItemKind.FILE, ItemKind.MANUAL, ItemKind.POLICY):
-                        prs.append(number)
-                if not prs:  # nothing matched line by line: every PR that touched the file
-                    prs = sorted({n for n, _, _ in commits if n is not None})
-                item.prs = sorted(prs)
+                if item.kind is ItemKind.FLAG:
+                    item.prs = self._flag_commits(item, commits, tip_path, prs) or whole
+                    continue
+                item.prs = whole  # whole-file, manual and policy items; or a region not found
+
+    def _side_texts(self, r: FileResult) -> tuple[str, str, list[str]] | None:
+        """base' and theirs' of a conflicted file, and its merged lines; None if unusable."""
+        stages = {stage: oid for _m, oid, stage in self.o.conflicts.get(r.path, [])}
+        merged = self._read_text(self._entry(self.raw, r.path))
+        if merged is None:
+            return None
+        texts = {}
+        for stage in (1, 3):
+            oid = stages.get(stage)
+            _, data = self.cat.read(oid) if oid else ("blob", b"")
+            text = _decode(data)
+            if text is None:
+                return None
+            texts[stage] = text
+        return texts[1], texts[3], split_lines(merged)
+
+    def _region_commits(self, item: ReviewItem, sides: tuple[str, str, list[str]],
+                        commits: list[attribute.CommitDiff], tip_path: str, cut_path: str,
+                        theirs_from: int, base_from: int) -> tuple[list[str], int, int] | None:
+        """``git log -L`` over the region's theirs' lines plus ``git blame --reverse`` over
+        its base' lines; ``None`` when the region cannot be placed in those files."""
+        base_text, theirs_text, merged = sides
+        if item.start_line is None or item.end_line is None:
+            return None
+        before = merged[item.start_line - 2] if item.start_line > 1 else None
+        after = merged[item.end_line] if item.end_line < len(merged) else None
+        at_tip = attribute.locate(theirs_text, item.theirs, before, after, theirs_from)
+        at_cut = attribute.locate(base_text, item.base, before, after, base_from)
+        if at_tip is None or at_cut is None:
+            return None
+        shas = attribute.log_l(commits, tip_path, *at_tip)
+        shas += attribute.blame_reverse(commits, cut_path, range(*at_cut))
+        return shas, at_tip[1], at_cut[1]
+
+    def _flag_commits(self, item: ReviewItem, commits: list[attribute.CommitDiff],
+                      tip_path: str, prs: Callable[[Iterable[str]], list[int]]) -> list[int]:
+        """The PRs that touched the flagged line at the tip (its first occurrence)."""
+        upstream = self._read_text(self._entry(TreeIndex(self.cat, self._tip_tree()), tip_path))
+        line = item.theirs
+        for pos, text in enumerate(split_lines(upstream or "")):
+            if text.rstrip("\r\n") == line.rstrip("\r\n"):
+                found = prs(attribute.log_l(commits, tip_path, pos, pos + 1))
+                if found:
+                    return found
+        return []
+
+    def _tip_tree(self) -> str:
+        if self._tip_tree_oid is None:
+            self._tip_tree_oid = commit_tree_oid(self.cat, self.tip)
+        return self._tip_tree_oid
 
 
 def _entry_json(entry: Entry | None) -> dict[str, str] | None:
@@ -364,24 +444,3 @@ def _find_line(lines: list[str], needle: str) -> int | None:
         if line.strip() == needle:
             return i + 1
     return None
-
-
-_DIFF_FILE = re.compile(r"^diff --git a/(.*) b/(.*)$")
-
-
-def _parse_patch(patch: str) -> list[tuple[str, set[str], set[str]]]:
-    files: list[tuple[str, set[str], set[str]]] = []
-    current: tuple[str, set[str], set[str]] | None = None
-    for line in patch.splitlines():
-        m = _DIFF_FILE.match(line)
-        if m:
-            current = (m.group(2), set(), set())
-            files.append(current)
-            continue
-        if current is None or line.startswith(("+++", "---")):
-            continue
-        if line.startswith("+"):
-            current[1].add(line[1:])
-        elif line.startswith("-"):
-            current[2].add(line[1:])
-    return files
