@@ -321,7 +321,7 @@ def test_unusual_file_names(tmp_path: Path) -> None:
                   files={n: edit(lines(4, "odd"), 4, "upstream sglang") for n in names})
     p = run_plan(s, tmp_path)
     assert_matches_git(s, p, tmp_path)
-    assert status_of(p, "docs/en/na\u00efve vLLM.md") == "clean"
+    assert status_of(p, "docs/en/na\u00efve vllm.md") == "clean"
 
 
 def test_empty_files(tmp_path: Path) -> None:

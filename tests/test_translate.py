@@ -86,6 +86,13 @@ def test_scoped_rule_must_come_before_the_general_rule_it_refines() -> None:
     assert rules(general, scoped).text("sglang", "a.md") == "vllm"
 
 
+def test_scoped_rules_apply_to_content_never_to_paths(tr: Translator) -> None:
+    # The DESIGN config's prose rule rewrites sglang to vLLM in *.md content only.
+    assert tr.text("see sglang-config", "docs/zh/advanced/sglang-config.md") == \
+        "see vLLM-config"
+    assert tr.path("docs/zh/advanced/sglang-config.md") == "docs/zh/advanced/vllm-config.md"
+
+
 def test_exclude_keeps_content_but_translates_the_path(tr: Translator) -> None:
     readme = "Built on sglang and slime.\r\n"
     assert tr.text(readme, "README.md") is readme
@@ -130,8 +137,8 @@ def test_example_paths(tr: Translator) -> None:
     )
     assert tr.path("slime/rollout/sglang_rollout.py") == "vime/rollout/vllm_rollout.py"
     assert tr.path("tests/test_slime.py") == "tests/test_vime.py"
-    # The *.md-scoped rule scopes by the upstream path, for paths as for content.
-    assert tr.path("docs/sglang.md") == "docs/vLLM.md"
+    # `files:`-scoped rules never touch paths: the general rule renames docs/sglang.md.
+    assert tr.path("docs/sglang.md") == "docs/vllm.md"
     assert tr.path("slimes/x") == "slimes/x"
 
 

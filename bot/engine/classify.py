@@ -23,6 +23,7 @@ from bot.engine.suggest import propose
 from bot.engine.translate import Translator
 
 _BINARY_SNIFF = 8000
+_History = list[attribute.CommitDiff]
 
 
 def is_binary(data: bytes) -> bool:
@@ -321,21 +322,33 @@ class Classifier:
         policy = self.config.policy_for(fork_path)
         return policy is not None and policy.action == "manual"
 
-    def _start_history(self, paths: list[_Path]) -> Background | None:
+    def _start_history(self, paths: list[_Path]) -> tuple[Background, Background] | None:
+        """The window's line history of these files, for ``log -L`` and for ``blame``."""
         wanted = [q for p in paths for q in (p.upstream, p.upstream_old) if q]
-        return attribute.start_history(self.work, self.cutoff, self.tip, wanted)
+        log = attribute.start_history(self.work, self.cutoff, self.tip, wanted)
+        blame = attribute.start_history(self.work, self.cutoff, self.tip, wanted, for_blame=True)
+        return (log, blame) if log is not None and blame is not None else None
 
-    def _attribute(self, results: list[FileResult], history: Background | None,
+    @staticmethod
+    def _read_history(jobs: tuple[Background, Background] | None) -> tuple[str, str]:
+        if jobs is None:
+            return "", ""
+        return jobs[0].output().decode("utf-8", "replace"), \
+            jobs[1].output().decode("utf-8", "replace")
+
+    def _attribute(self, results: list[FileResult],
+                   history: tuple[Background, Background] | None,
                    started: set[str], by_fork: dict[str, _Path]) -> None:
         """Name the window PRs that changed each item's lines, by line history (attribute.py)."""
-        out = history.output().decode("utf-8", "replace") if history is not None else ""
+        log, blame = self._read_history(history)
         wanted = [r for r in results if r.review_items]
         missing = [by_fork[r.path] for r in wanted
                    if r.path in by_fork and by_fork[r.path].upstream not in started]
         if missing:  # e.g. flags on files that merged cleanly
-            extra = self._start_history(missing)
-            out += extra.output().decode("utf-8", "replace") if extra is not None else ""
-        commits = attribute.parse_history(out)
+            more_log, more_blame = self._read_history(self._start_history(missing))
+            log, blame = log + more_log, blame + more_blame
+        commits = attribute.parse_history(log)
+        blamed = attribute.parse_history(blame)
         numbers = {e.sha: e.number for e in self.window}
 
         def prs(shas: Iterable[str]) -> list[int]:
@@ -346,13 +359,13 @@ class Classifier:
             tip_path = r.upstream_path
             cut_path = (p.upstream_old if p is not None and p.upstream_old else r.upstream_path)
             whole = prs(attribute.touched_file(commits, tip_path)
-                        + attribute.deleted_file(commits, cut_path))
+                        + attribute.deleted_file(blamed, cut_path))
             sides = self._side_texts(r)
             theirs_end = base_end = 0
             for item in r.review_items:
                 if item.kind is ItemKind.CONFLICT and sides is not None:
-                    found = self._region_commits(item, sides, commits, tip_path, cut_path,
-                                                 theirs_end, base_end)
+                    found = self._region_commits(item, sides, (commits, blamed), tip_path,
+                                                 cut_path, theirs_end, base_end)
                     if found is not None:
                         shas, theirs_end, base_end = found
                         item.prs = prs(shas) or whole
@@ -379,7 +392,7 @@ class Classifier:
         return texts[1], texts[3], split_lines(merged)
 
     def _region_commits(self, item: ReviewItem, sides: tuple[str, str, list[str]],
-                        commits: list[attribute.CommitDiff], tip_path: str, cut_path: str,
+                        histories: tuple[_History, _History], tip_path: str, cut_path: str,
                         theirs_from: int, base_from: int) -> tuple[list[str], int, int] | None:
         """``git log -L`` over the region's theirs' lines plus ``git blame --reverse`` over
         its base' lines; ``None`` when the region cannot be placed in those files."""
@@ -392,8 +405,8 @@ class Classifier:
         at_cut = attribute.locate(base_text, item.base, before, after, base_from)
         if at_tip is None or at_cut is None:
             return None
-        shas = attribute.log_l(commits, tip_path, *at_tip)
-        shas += attribute.blame_reverse(commits, cut_path, range(*at_cut))
+        shas = attribute.log_l(histories[0], tip_path, *at_tip)
+        shas += attribute.blame_reverse(histories[1], cut_path, range(*at_cut))
         return shas, at_tip[1], at_cut[1]
 
     def _flag_commits(self, item: ReviewItem, commits: list[attribute.CommitDiff],

@@ -285,7 +285,8 @@ class Translator:
         The scan covers the part of the path after the rewritten prefix (the
         whole path when no prefix rule matches), with lookarounds seeing the
         upstream path; the prefix's replacement is output and, like all
-        output, is not rescanned. `files:` scoping uses the upstream path.
+        output, is not rescanned. `files:`-scoped rules apply to content only, never to
+        paths: a prose rule for `*.md` must not rename the files it applies to.
         """
         limit = time_limit_for(len(upstream_path), self.time_limit)
         best = -1
@@ -300,7 +301,7 @@ class Translator:
             if m is not None and m.end() > best:
                 best, prefix = m.end(), str(m.expand(rule.to)) if rule.template else rule.to
         start = max(best, 0)
-        rest = self._scanner_for(upstream_path).scan(upstream_path, start, upstream_path, limit)
+        rest = self._default.scan(upstream_path, start, upstream_path, limit)
         if best < 0:
             return upstream_path if rest is None else rest
         return prefix + (upstream_path[start:] if rest is None else rest)
