@@ -50,7 +50,7 @@ def test_body_has_structure_counts_checklist_decisions_and_window() -> None:
     assert "- [ ] `vime/f0.py`" in body and "- [ ] `vime/f1.py`" in body
     assert "**Decide** (2, 2 open)" in body
     assert "<details><summary>Window: 3 upstream changes</summary>" in body
-    assert "PR 0 \\| pipes" in body  # table cells escape pipes
+    assert "- **#100** PR 0 | pipes (@alice)" in body  # one line per upstream PR
 
 
 def test_checklist_ticks_resolved_files_and_shows_answers() -> None:

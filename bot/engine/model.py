@@ -51,6 +51,8 @@ class WindowEntry:
     author: str
     sha: str
     date: str  # ISO 8601 committer date
+    summary: str = ""  # one line from the commit message body, if it has one
+    files: tuple[str, ...] = ()  # upstream paths this PR changed (first-parent diff)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +62,8 @@ class WindowEntry:
             "sha": self.sha,
             "date": self.date,
             "kind": "pr" if self.number is not None else "commit",
+            "summary": self.summary,
+            "files": list(self.files),
         }
 
 
@@ -157,6 +161,8 @@ class Plan:
     work_git_dir: str  # the scratch repository holding merged_tree and its objects
     fork_branch: str = "main"
     messages: list[str] = field(default_factory=list)  # git merge-tree's informational lines
+    tip_source: str = ""  # why the window ends at the tip: "head" or what was asked ("#N", a sha)
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # config warnings (warnings.py)
 
     @classmethod
     def from_json(cls, d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
@@ -197,8 +203,10 @@ class Plan:
             "merged_tree": self.merged_tree,
             "messages": list(self.messages),
             "window_label": self.window_label,
+            "tip_source": self.tip_source,
             "window": [e.to_json() for e in self.window],
             "files": [f.to_json() for f in self.files],
+            "warnings": list(self.warnings),
             "summary": {
                 "files": len(self.files),
                 "status": self.counts(),
@@ -239,7 +247,8 @@ def plan_from_json(d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
         cutoff=d["cutoff"],
         tip=d["tip"],
         ours=d["ours"],
-        window=[WindowEntry(e["number"], e["title"], e["author"], e["sha"], e["date"])
+        window=[WindowEntry(e["number"], e["title"], e["author"], e["sha"], e["date"],
+                            e.get("summary", ""), tuple(e.get("files", ())))
                 for e in d["window"]],
         files=[FileResult(f["path"], f["upstream_path"], Status(f["status"]),
                           [item_from_json(i) for i in f["review_items"]], f.get("policy"),
@@ -249,4 +258,6 @@ def plan_from_json(d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
         work_git_dir=work_git_dir,
         fork_branch=d.get("fork_branch", "main"),
         messages=list(d.get("messages", [])),
+        tip_source=d.get("tip_source", ""),
+        warnings=list(d.get("warnings", [])),
     )

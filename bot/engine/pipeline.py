@@ -211,6 +211,7 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         tip=tip, ours=ours, window=window, files=classified.files,
         merged_tree=classified.merged_tree, work_git_dir=work.git_dir, fork_branch=fork_branch,
         messages=[m.text for m in outcome.messages if m.kind.startswith("CONFLICT")],
+        tip_source=to_rev.strip() if to_rev else "head",
     )
     return p, fork_git
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from bot.engine.git import Git, reading
 from bot.engine.model import WindowEntry
@@ -110,6 +111,9 @@ def list_window(upstream: Git, cutoff: str, tip: str) -> list[WindowEntry]:
         f"--format=%H{_US}%an{_US}%cI{_US}%P{_US}%s{_US}%b{_RS}",
         f"{cutoff}..{tip}", "--",
     )
+    files = upstream.start("-c", "core.quotePath=false", "log", "--first-parent",
+                           "--diff-merges=first-parent", "--no-renames", "--name-only",
+                           f"--format={_RS}%H", f"{cutoff}..{tip}", "--")
     entries: list[WindowEntry] = []
     for record in out.split(_RS):
         record = record.lstrip("\n")
@@ -117,7 +121,26 @@ def list_window(upstream: Git, cutoff: str, tip: str) -> list[WindowEntry]:
             continue
         sha, author, date, parents, subject, body = record.split(_US, 5)
         entries.append(_entry(sha, author, date, parents.split(), subject, body))
-    return entries
+    changed: dict[str, tuple[str, ...]] = {}
+    for record in files.output().decode("utf-8", "replace").split(_RS):
+        sha, _, names = record.partition("\n")
+        changed[sha.strip()] = tuple(n for n in names.splitlines() if n)
+    return [replace(e, files=changed.get(e.sha, ())) for e in entries]
+
+
+_NOT_SUMMARY = re.compile(r"^(\w[\w-]*-by|Co-authored-by|Change-Id|\*\s*$|-+$|#)", re.I)
+
+
+def _summary(body: str, title: str) -> str:
+    """The first line of the message body that says something beyond the title."""
+    for line in body.splitlines():
+        text = line.strip().lstrip("*-• ").strip()
+        if not text or _NOT_SUMMARY.match(text) or text == title or text.startswith("<!--"):
+            continue
+        if _SQUASH.match(text) and text.rstrip(")").endswith(tuple("0123456789")):
+            continue  # a squashed commit list names the PR's own commits: say nothing
+        return text if len(text) <= 160 else text[:157].rstrip() + "…"
+    return ""
 
 
 def _entry(sha: str, author: str, date: str, parents: list[str], subject: str,
@@ -126,8 +149,11 @@ def _entry(sha: str, author: str, date: str, parents: list[str], subject: str,
     if merge and len(parents) > 1:
         # GitHub's merge commits carry the PR title as the first body line.
         title = next((ln.strip() for ln in body.splitlines() if ln.strip()), subject)
-        return WindowEntry(int(merge["n"]), title, merge["who"], sha, date)
+        rest = body.split(title, 1)[-1] if title in body else body
+        return WindowEntry(int(merge["n"]), title, merge["who"], sha, date,
+                           _summary(rest, title))
     squash = _SQUASH.match(subject)
     if squash:
-        return WindowEntry(int(squash["n"]), squash["title"], author, sha, date)
-    return WindowEntry(None, subject, author, sha, date)
+        return WindowEntry(int(squash["n"]), squash["title"], author, sha, date,
+                           _summary(body, squash["title"]))
+    return WindowEntry(None, subject, author, sha, date, _summary(body, subject))

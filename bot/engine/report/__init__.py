@@ -1,0 +1,57 @@
+"""Reports rendered from the JSON report (``Plan.to_json()``): pure text in, text out.
+
+The seam with the publisher (and ``forksync sync --preview``) is these functions; their
+signatures are kept stable:
+
+- ``render_section(plan, *, resolved, answers, behind, unanchored, report_url, posted,
+  limit) -> str``: the bot's section of the PR body (``render_body`` is the same for a
+  new PR). ``posted`` is how many items got a thread; the body claims no more.
+- ``render_comment(items, plan=None, *, anchor=None, blob_url=None, limit) -> str``: one
+  review-thread body for a group of items; the ```suggestion``` block is for ``anchor``'s
+  region; ``blob_url`` (the file at the sync commit) is linked where a long side is cut.
+  ``render_review_comment(item, plan=None, *, blob_url=None)`` is the one-item case.
+- ``render_check_output(plan, remaining_markers, open_decisions) -> (title, summary)`` and
+  ``warning_annotations(plan) -> list[annotation]``: the check run.
+- ``group_items(plan, *, skip) -> list[Group]``: items grouped (by upstream PR and shape)
+  and ranked, each group with its recommended action and one ``/sync answer`` command.
+
+Every body and comment stays within ``BODY_LIMIT`` with fences and ``<details>`` closed.
+"""
+
+from bot.engine.report.body import (
+    BEGIN,
+    END,
+    STATUS_ORDER,
+    TIERS,
+    file_done,
+    human_summary,
+    merge_body,
+    needs_overflow,
+    open_items,
+    render_body,
+    render_json,
+    render_markdown,
+    render_section,
+    tip_reason,
+)
+from bot.engine.report.check import render_check_output, warning_annotations
+from bot.engine.report.comments import render_comment, render_review_comment
+from bot.engine.report.groups import Group, group_items, id_ranges, recommend, who_deleted
+from bot.engine.report.limits import (
+    BODY_LIMIT,
+    CHECK_SUMMARY_LIMIT,
+    SIDE_LIMIT,
+    balanced_cut,
+    cut_side,
+    fence,
+    is_balanced,
+)
+
+__all__ = [
+    "BEGIN", "BODY_LIMIT", "CHECK_SUMMARY_LIMIT", "END", "SIDE_LIMIT", "STATUS_ORDER", "TIERS",
+    "Group", "balanced_cut", "cut_side", "fence", "file_done", "group_items", "human_summary",
+    "id_ranges", "is_balanced", "merge_body", "needs_overflow", "open_items", "recommend",
+    "render_body", "render_check_output", "render_comment", "render_json", "render_markdown",
+    "render_review_comment", "render_section", "tip_reason", "warning_annotations",
+    "who_deleted",
+]

@@ -1,0 +1,357 @@
+"""The bot's section of the draft PR body, rendered from the JSON report. Pure.
+
+Everything here renders from ``Plan.to_json()``, because the App stores that and
+re-renders the body on every push without re-running the merge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from bot.engine.report.groups import Group, group_items, id_ranges, recommend
+from bot.engine.report.limits import BODY_LIMIT, balanced_cut
+
+BEGIN = "<!-- forksync:begin -->"
+END = "<!-- forksync:end -->"
+STATUS_ORDER = ["clean", "conflict", "new", "deleted", "renamed", "skipped", "unchanged"]
+TIERS = ["Decide", "Confirm", "Settled"]
+LIST_LIMIT = 40  # paths listed per status before "and N more"
+
+Json = dict[str, Any]
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if "`" not in text else f"`` {text} ``"
+
+
+def _prs(numbers: Iterable[int]) -> str:
+    return ", ".join(f"#{n}" for n in numbers)
+
+
+def _lines(item: Json) -> str:
+    if item.get("start_line") is None:
+        return ""
+    if item["start_line"] == item["end_line"]:
+        return f" L{item['start_line']}"
+    return f" L{item['start_line']}–{item['end_line']}"
+
+
+def open_items(plan: Json, resolved: set[str], answers: dict[str, str]) -> list[Json]:
+    """Items still needing a person: not resolved, not answered, and not settled by policy."""
+    out = []
+    for f in plan["files"]:
+        for item in f["review_items"]:
+            if item["id"] in resolved or item["id"] in answers:
+                continue
+            if item["kind"] == "policy":
+                continue
+            out.append(item)
+    return out
+
+
+def file_done(f: Json, resolved: set[str], answers: dict[str, str]) -> bool:
+    return all(i["id"] in resolved or i["id"] in answers or i["kind"] in ("policy", "flag")
+               for i in f["review_items"])
+
+
+def tip_reason(plan: Json) -> str:
+    """Why the window ends where it does."""
+    source = plan.get("tip_source") or ""
+    window = plan.get("window", [])
+    last = next((e for e in reversed(window) if e.get("number") is not None), None)
+    at = f"#{last['number']}" if last else f"`{plan['tip'][:10]}`"
+    branch = plan["upstream"]["branch"]
+    if source in ("", "head"):
+        return f"The window ends at {at}, the head of upstream `{branch}` when this sync ran."
+    return f"The window ends at {at} because `{source}` was asked for as the tip."
+
+
+def _header(plan: Json, behind: int, posted: int | None) -> list[str]:
+    up = plan["upstream"]
+    window = plan["window"]
+    prs = [e for e in window if e["number"] is not None]
+    items = [i for f in plan["files"] for i in f["review_items"]]
+    out = [
+        f"## forksync: sync {up['repo']} {plan['window_label']}",
+        "",
+        f"Syncs {len(prs)} upstream PR{'s' if len(prs) != 1 else ''}"
+        + (f" and {len(window) - len(prs)} other commit(s)" if len(window) > len(prs) else "")
+        + f" merged into `{up['repo']}` `{up['branch']}` after cutoff `{plan['cutoff'][:10]}`,"
+        f" up to `{plan['tip'][:10]}`: {plan['summary']['files']} changed paths. "
+        + tip_reason(plan),
+        "",
+        "**Structure.** Commit 1 is the 3-way merge with the conflict markers kept as the "
+        f"review queue: ours = fork `{plan.get('fork_branch', 'main')}` @ `{plan['ours'][:10]}`"
+        " · base' = translate(upstream@cutoff) · theirs' = translate(upstream@tip). Later "
+        "commits resolve it; the `forksync` check passes when no markers or open decisions "
+        "remain.",
+    ]
+    if posted is not None:
+        out[-1] += (f" {posted} of {len(items)} review item{'s' if len(items) != 1 else ''} "
+                    f"{'have' if posted != 1 else 'has'} a review thread"
+                    + (", with a one-click suggestion where there is one." if posted else "."))
+    if behind:
+        out += ["", f"> [!NOTE]\n> **Behind upstream by {behind} PR{'s' if behind != 1 else ''}"
+                "** merged since this window's tip. Comment `/sync extend` to fold them in; "
+                "resolutions made so far are replayed."]
+    return out
+
+
+def _counts(plan: Json) -> list[str]:
+    status = plan["summary"]["status"]
+    head = "| " + " | ".join(STATUS_ORDER) + " |"
+    sep = "|" + "---|" * len(STATUS_ORDER)
+    row = "| " + " | ".join(str(status.get(s, 0)) for s in STATUS_ORDER) + " |"
+    return ["### Files", "", head, sep, row]
+
+
+def _checklist(plan: Json, resolved: set[str], answers: dict[str, str]) -> list[str]:
+    conflicted = [f for f in plan["files"] if f["status"] == "conflict"]
+    if not conflicted:
+        return ["### Conflicts", "", "No conflicts. :tada:"]
+    out = [f"### Conflicts ({len(conflicted)} files)", ""]
+    for f in conflicted:
+        mark = "x" if file_done(f, resolved, answers) else " "
+        ids = [i["id"] for i in f["review_items"]]
+        hunks = sum(1 for i in f["review_items"] if i["kind"] == "conflict")
+        what = f"{hunks} hunk{'s' if hunks != 1 else ''}" if hunks else (f["note"] or "conflict")
+        prs = sorted({n for i in f["review_items"] for n in i["prs"]})
+        tail = f" · {_prs(prs)}" if prs else ""
+        span = f" ({ids[0]}–{ids[-1]})" if len(ids) > 1 else f" ({ids[0]})" if ids else ""
+        out.append(f"- [{mark}] {_code(f['path'])}: {what}{span}{tail}")
+    return out
+
+
+def _state(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
+    if item["id"] in answers:
+        return f" — **answered: {answers[item['id']]}**"
+    if item["id"] in resolved:
+        return " — resolved"
+    return ""
+
+
+def _decision_line(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
+    asks = item["tier"] != "Settled" and item.get("question")
+    text = item["question"] if asks else item["reason"]
+    prs = f" ({_prs(item['prs'])})" if item["prs"] else ""
+    return (f"- **{item['id']}** {_code(item['path'])}{_lines(item)}: {text}{prs}"
+            f"{_state(item, answers, resolved)}")
+
+
+def _is_open(item: Json, answers: dict[str, str], resolved: set[str]) -> bool:
+    return item["id"] not in resolved and item["id"] not in answers and item["kind"] != "policy"
+
+
+def _id_list(ids: list[str]) -> str:
+    return id_ranges(ids).replace(",", ", ").replace("-", "–") if len(ids) > 1 else ids[0]
+
+
+def _group_lines(g: Group, answers: dict[str, str], resolved: set[str],
+                 compact: bool) -> list[str]:
+    open_n = sum(1 for i in g.items if _is_open(i, answers, resolved))
+    settled = g.items[0]["kind"] == "policy" or g.items[0]["tier"] == "Settled"
+    done = " ✓" if not open_n and not settled else ""
+    out = [f"- **{_id_list(g.ids)}** {g.title}{done}"]
+    if not settled:
+        command = ""
+        if g.command and open_n:
+            command = (f" One command for all {len(g.items)}: `{g.command}`"
+                       if len(g.items) > 1 else f" `{g.command}`")
+        out.append(f"  - Recommended: {g.action}.{command}")
+    if compact:
+        return out
+    for item in g.items:
+        where = f"{_code(item['path'])}{_lines(item)}"
+        own, _ = recommend(item)
+        detail = item.get("question") if item["tier"] != "Settled" and item.get("question") \
+            else item["reason"]
+        tail = f" — {own}" if len(g.items) > 1 and own != g.action else ""
+        out.append(f"  - {item['id']} {where}: {detail}{tail}{_state(item, answers, resolved)}")
+    return out
+
+
+def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
+               compact: bool = False) -> list[str]:
+    items = [i for f in plan["files"] for i in f["review_items"]]
+    if not items:
+        return []
+    groups = group_items(plan)
+    tiers = Counter(i["tier"] for i in items)
+    open_tiers = Counter(i["tier"] for i in items if _is_open(i, answers, resolved))
+    counts = " · ".join(f"**{t}** ({tiers[t]}, {open_tiers[t]} open)" for t in TIERS
+                        if tiers[t])
+    out = [f"### Decisions: {len(items)} items in {len(groups)} groups", "", counts, "",
+           "The weightiest first: whole-file conflicts (modify/delete), files to port by hand, "
+           "then conflict hunks by lines at stake. Each group says what we recommend; one "
+           "command answers a whole group.", ""]
+    for g in groups:
+        out.extend(_group_lines(g, answers, resolved, compact))
+    out += ["", "Answer with `/sync answer <Qn> <choice>` (ranges work: `/sync answer Q3-Q7,Q9 "
+            "theirs`); resolve a whole file with `/sync resolve <path> ours|theirs|suggested`; "
+            "`/sync help` lists all commands."]
+    return out
+
+
+def _upstream_prs(plan: Json, limit: int | None = None) -> list[str]:
+    """One line per upstream PR: title, author, summary, its files, and its review items."""
+    window = plan["window"]
+    by_pr: dict[int, list[str]] = {}
+    for f in plan["files"]:
+        for i in f["review_items"]:
+            for n in i["prs"]:
+                by_pr.setdefault(n, []).append(i["id"])
+    shown = window if limit is None else window[:limit]
+    out = [f"<details><summary>Window: {len(window)} upstream change"
+           f"{'s' if len(window) != 1 else ''}</summary>", ""]
+    for e in shown:
+        num = f"#{e['number']}" if e["number"] is not None else f"`{e['sha'][:10]}`"
+        files = list(e.get("files") or [])
+        what = e.get("summary") or _where(files)
+        ids = by_pr.get(e["number"], []) if e["number"] is not None else []
+        tail = f" · items {_id_list(ids)}" if ids else ""
+        count = f" · {len(files)} file{'s' if len(files) != 1 else ''}" if files else ""
+        out.append(f"- **{num}** {_inline(e['title'])} (@{e['author']}){count}{tail}"
+                   + (f"  \n  {_inline(what)}" if what else ""))
+    if len(shown) < len(window):
+        out.append(f"- … {len(window) - len(shown)} more in the full report")
+    out += ["", "</details>"]
+    return out
+
+
+def _where(files: list[str]) -> str:
+    """A PR's reach when its message says nothing more: its top directories."""
+    if not files:
+        return ""
+    dirs = Counter(f.rsplit("/", 1)[0] if "/" in f else "(top level)" for f in files)
+    top = ", ".join(f"`{d}` ({n})" if n > 1 else f"`{d}`" for d, n in dirs.most_common(3))
+    more = f" and {len(dirs) - 3} more" if len(dirs) > 3 else ""
+    return f"touches {top}{more}"
+
+
+def _inline(text: str) -> str:
+    return text.replace("<", "&lt;").replace("\n", " ")
+
+
+def _paths(plan: Json, limit: int | None = LIST_LIMIT) -> list[str]:
+    """New, deleted and renamed files, each a list a reviewer can scan."""
+    out: list[str] = []
+    for status, label in (("new", "New in the fork"), ("deleted", "Deleted by upstream"),
+                          ("renamed", "Renamed by upstream")):
+        files = [f for f in plan["files"] if f["status"] == status]
+        if not files:
+            continue
+        shown = files if limit is None else files[:limit]
+        out += [f"<details><summary>{label}: {len(files)} file{'s' if len(files) != 1 else ''}"
+                "</summary>", ""]
+        out += [f"- {_code(f['path'])}" + (f" ({f['note']})" if f.get("note") else "")
+                for f in shown]
+        if len(shown) < len(files):
+            out.append(f"- … {len(files) - len(shown)} more in the full report")
+        out += ["", "</details>", ""]
+    return out[:-1] if out else []
+
+
+def _warnings(plan: Json) -> list[str]:
+    warnings = plan.get("warnings") or []
+    if not warnings:
+        return []
+    out = [f"### Config warnings ({len(warnings)})", ""]
+    out += [f"- {_code(w['path'])}: {w['message']}" if w.get("path") else f"- {w['message']}"
+            for w in warnings]
+    return out
+
+
+def _unanchored(items: list[str]) -> list[str]:
+    if not items:
+        return []
+    return ["### Items without a review comment", "",
+            "These could not be anchored on the PR diff, so they are listed here instead:", "",
+            *items]
+
+
+def render_section(plan: Json, *, resolved: set[str] | None = None,
+                   answers: dict[str, str] | None = None, behind: int = 0,
+                   unanchored: list[str] | None = None, report_url: str | None = None,
+                   posted: int | None = None, limit: int = BODY_LIMIT) -> str:
+    """The bot's own section of the PR body, between the delimiters, within ``limit``.
+
+    ``posted`` is how many review items got a thread (the publisher knows); the body
+    claims no more than that, and nothing about threads when it is None.
+    """
+    resolved = resolved or set()
+    answers = answers or {}
+
+    def parts(compact: bool, window: int | None, paths: int | None,
+              note: list[str]) -> list[list[str]]:
+        return [_header(plan, behind, posted), note, _counts(plan), _warnings(plan),
+                _decisions(plan, resolved, answers, compact),
+                _checklist(plan, resolved, answers), _unanchored(unanchored or []),
+                _paths(plan, paths), _upstream_prs(plan, window)]
+
+    text = _join(parts(False, None, LIST_LIMIT, []))
+    if len(text) <= limit:
+        return text
+    link = (f"The full report is in [{report_url.rsplit('/', 1)[-1]}]({report_url})."
+            if report_url else "The full report is in the report file on this branch.")
+    note = ["> [!IMPORTANT]", f"> This body is shortened to fit GitHub's limit. {link}"]
+    for window, paths in ((50, 20), (10, 5), (0, 0)):
+        text = _join(parts(True, window, paths, note))
+        if len(text) <= limit:
+            return text
+    # Still too long: cut at a line end, closing what the cut left open, delimiters kept.
+    inner = text[len(BEGIN) + 1: -len(END) - 1]
+    return f"{BEGIN}\n" + balanced_cut(inner, limit - len(BEGIN) - len(END) - 2,
+                                       f"… (truncated) {link}") + f"\n{END}"
+
+
+def _join(parts: list[list[str]]) -> str:
+    body = "\n\n".join("\n".join(p) for p in parts if p)
+    return f"{BEGIN}\n{body}\n{END}"
+
+
+def render_body(plan: Json, **kw: Any) -> str:
+    """The whole draft PR body for a new PR: just the bot's section."""
+    return render_section(plan, **kw)
+
+
+def needs_overflow(plan: Json) -> bool:
+    return len(render_section(plan, limit=10**9)) > BODY_LIMIT
+
+
+def merge_body(old_body: str | None, new_section: str) -> str:
+    """Replace only the bot's delimited section; keep everything people wrote around it."""
+    old = old_body or ""
+    start = old.find(BEGIN)
+    end = old.find(END, start + 1) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return (new_section + ("\n\n" + old if old.strip() else ""))[:BODY_LIMIT]
+    merged = old[:start] + new_section + old[end + len(END):]
+    if len(merged) > BODY_LIMIT:  # people's text is kept; our section shrinks if it must
+        return old[:start] + new_section[: max(0, BODY_LIMIT - len(old) + (end - start))] \
+            + old[end + len(END):]
+    return merged
+
+
+def render_markdown(plan: Json) -> str:
+    """The full report, with no length limit (the overflow file and `--markdown`)."""
+    return render_section(plan, limit=10**9)
+
+
+def render_json(plan: Json) -> str:
+    return json.dumps(plan, indent=2, ensure_ascii=False) + "\n"
+
+
+def human_summary(plan: Json) -> str:
+    """The few lines `forksync plan` prints."""
+    s = plan["summary"]
+    status = ", ".join(f"{s['status'][k]} {k}" for k in STATUS_ORDER if s["status"].get(k))
+    tiers = ", ".join(f"{v} {k}" for k, v in s["tiers"].items() if v)
+    return "\n".join([
+        f"window {plan['window_label']}: {s['prs']} PRs, {s['commits']} commits, "
+        f"cutoff {plan['cutoff'][:10]} → tip {plan['tip'][:10]}",
+        f"files: {s['files']} ({status or 'none'})",
+        f"review items: {s['review_items']}" + (f" ({tiers})" if tiers else ""),
+    ])

@@ -1,0 +1,218 @@
+"""Review items grouped and ranked for people: by upstream PR, the same change in N places
+answered by one command, the weightiest decisions first. Pure, over the JSON report."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Json = dict[str, Any]
+
+# Rank of a group's theme: whole-file decisions (modify/delete) first, then files to port
+# by hand, then conflict hunks by lines at stake, then flags, proposals, settled items.
+RANK_FILE, RANK_MANUAL, RANK_DECIDE, RANK_FLAG, RANK_CONFIRM, RANK_SETTLED = range(6)
+
+
+@dataclass
+class Group:
+    """Items one person answers together, with what we recommend and the command for it."""
+
+    rank: int
+    title: str  # one line: what these items are
+    items: list[Json]
+    prs: list[int]
+    action: str  # the recommended action, one sentence
+    choice: str | None = None  # the answer the command gives every item, if one fits all
+    lines: int = 0  # lines at stake: the region's ours + theirs lines
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[str]:
+        return [str(i["id"]) for i in self.items]
+
+    @property
+    def command(self) -> str | None:
+        """``/sync answer Q21-Q33 theirs`` for the whole group, or None when no one answer fits."""
+        if self.choice is None:
+            return None
+        return f"/sync answer {id_ranges(self.ids)} {self.choice}"
+
+
+def id_number(item_id: str) -> int:
+    m = re.search(r"\d+", item_id)
+    return int(m.group()) if m else 0
+
+
+def id_ranges(ids: Iterable[str]) -> str:
+    """``Q1,Q3-Q5``: the ids as runs of consecutive numbers, which the command parser takes."""
+    numbers = sorted({id_number(i) for i in ids})
+    runs: list[str] = []
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        runs.append(f"Q{numbers[i]}" if i == j else f"Q{numbers[i]}-Q{numbers[j]}")
+        i = j + 1
+    return ",".join(runs)
+
+
+def line_count(text: str) -> int:
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def lines_at_stake(item: Json) -> int:
+    return line_count(item.get("ours") or "") + line_count(item.get("theirs") or "")
+
+
+def _change(old: str, new: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The lines one side removed and added, whitespace-trimmed: a change's shape."""
+    a = [ln.strip() for ln in old.splitlines() if ln.strip()]
+    b = [ln.strip() for ln in new.splitlines() if ln.strip()]
+    removed: list[str] = []
+    added: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag in ("delete", "replace"):
+            removed.extend(a[i1:i2])
+        if tag in ("insert", "replace"):
+            added.extend(b[j1:j2])
+    return tuple(removed), tuple(added)
+
+
+def _changed_lines(old: str, new: str) -> int:
+    removed, added = _change(old, new)
+    return max(len(removed), len(added))
+
+
+def who_deleted(item: Json) -> str | None:
+    """For a whole-file item: which side deleted the file, from its recorded sides."""
+    sides = item.get("sides") or {}
+    if "ours" in sides and sides["ours"] is None:
+        return "fork"
+    if "theirs" in sides and sides["theirs"] is None:
+        return "upstream"
+    return None
+
+
+def _prs(numbers: Iterable[int]) -> str:
+    return ", ".join(f"#{n}" for n in numbers)
+
+
+def recommend(item: Json) -> tuple[str, str | None]:
+    """What we recommend for one item, and the answer that does it (None: by hand)."""
+    kind, tier = item.get("kind"), item.get("tier")
+    prs = _prs(item.get("prs") or []) or "upstream"
+    choices = [str(c) for c in item.get("choices") or []]
+    if kind == "policy" or tier == "Settled":
+        return "nothing to do: settled (the suggestion, where there is one, applies it)", None
+    if kind == "file":
+        if who_deleted(item) == "fork":
+            return (f"keep the fork's deletion, unless the fork needs {prs}'s change "
+                    "(then take theirs and adapt it)", "ours")
+        if who_deleted(item) == "upstream":
+            return (f"take upstream's deletion ({prs}) once the fork's changes to it are "
+                    "moved elsewhere or dropped", "theirs")
+        return "pick the side to keep (git cannot merge this file line by line)", None
+    if kind == "manual":
+        return f"port {prs}'s change to the fork's rewrite by hand, then answer `done`", "done"
+    if kind == "flag":
+        return "check the flagged line has a fork equivalent; keep, adapt or drop it", None
+    if item.get("suggestion") is not None:
+        choice = "suggested" if not choices or "suggested" in choices else None
+        return f"accept the proposal ({item.get('reason', '')})", choice
+    fork = _changed_lines(item.get("base") or "", item.get("ours") or "")
+    upstream = _changed_lines(item.get("base") or "", item.get("theirs") or "")
+    if fork <= upstream:
+        return (f"take theirs ({prs}, {upstream} changed line{'s' if upstream != 1 else ''}), "
+                f"then re-apply the fork's {fork}-line edit", "theirs")
+    return (f"keep ours (the fork changed {fork} lines here), then port {prs}'s "
+            f"{upstream}-line change", "ours")
+
+
+def _shape(item: Json) -> tuple[Any, ...]:
+    """Items with equal shapes are the same change in several places."""
+    return (item.get("kind"), item.get("tier"), item.get("reason"),
+            _change(item.get("base") or "", item.get("theirs") or ""),
+            _change(item.get("base") or "", item.get("ours") or ""))
+
+
+def _window(plan: Json) -> dict[int, Json]:
+    return {e["number"]: e for e in plan.get("window", []) if e.get("number") is not None}
+
+
+def pr_label(plan: Json, prs: Sequence[int]) -> str:
+    """``#2100 Remove bshd support (@alice)``, or several numbers."""
+    window = _window(plan)
+    if len(prs) == 1 and prs[0] in window:
+        e = window[prs[0]]
+        return f"#{prs[0]} {e.get('title', '')} (@{e.get('author', '')})"
+    return _prs(prs) or "no upstream PR"
+
+
+def group_items(plan: Json, *, skip: set[str] | None = None) -> list[Group]:
+    """Every review item of the plan in one group, the groups ranked by weight."""
+    skip = skip or set()
+    items = [i for f in plan.get("files", []) for i in f.get("review_items", [])
+             if i["id"] not in skip]
+    groups: list[Group] = []
+    shaped: dict[tuple[Any, ...], Group] = {}
+    for item in items:
+        action, choice = recommend(item)
+        prs = sorted(item.get("prs") or [])
+        kind, tier = item.get("kind"), item.get("tier")
+        lines = lines_at_stake(item)
+        if kind == "file":
+            who = who_deleted(item)
+            what = {"fork": f"the fork deleted this file; upstream {_prs(prs)} changed it",
+                    "upstream": f"upstream deleted this file ({_prs(prs)}); the fork changed it",
+                    None: item.get("reason", "")}[who]
+            groups.append(Group(RANK_FILE, f"`{item['path']}`: {what}", [item], prs, action,
+                                choice, lines))
+            continue
+        if kind == "manual":
+            groups.append(Group(RANK_MANUAL, f"`{item['path']}`: port by hand",
+                                [item], prs, action, choice, lines))
+            continue
+        rank = {"flag": RANK_FLAG, "policy": RANK_SETTLED}.get(str(kind)) or (
+            RANK_SETTLED if tier == "Settled" else RANK_CONFIRM if tier == "Confirm"
+            else RANK_DECIDE)
+        key = (rank, tuple(prs), action if rank != RANK_DECIDE else None, _shape(item)) \
+            if rank != RANK_SETTLED else (rank,)
+        group = shaped.get(key)
+        if group is None:
+            group = shaped[key] = Group(rank, "", [], prs, action, choice)
+            groups.append(group)
+        group.items.append(item)
+        group.lines += lines
+        if group.choice != choice:
+            group.choice = None
+    for g in groups:
+        if not g.title:
+            g.title = _title(plan, g)
+    groups.sort(key=lambda g: (g.rank, -g.lines if g.rank == RANK_DECIDE else 0,
+                               id_number(g.ids[0])))
+    return groups
+
+
+def _title(plan: Json, g: Group) -> str:
+    files = sorted({str(i["path"]) for i in g.items})
+    where = f"`{files[0]}`" if len(files) == 1 else f"{len(files)} files"
+    n = len(g.items)
+    if g.rank == RANK_SETTLED:
+        return f"{n} item{'s' if n != 1 else ''} settled by policies or safe rules"
+    if g.rank == RANK_FLAG:
+        return f"{g.items[0].get('reason', 'flag')}: {n} line{'s' if n != 1 else ''} in {where}"
+    what = "the same change in" if n > 1 else "one region in"
+    places = f"{n} places" if n > 1 else where
+    if n > 1 and len(files) == 1:
+        places += f" of {where}"
+    elif n > 1:
+        places += f" across {where}"
+    return f"{pr_label(plan, g.prs)}: {what} {places}"
+
+
+__all__ = ["Group", "group_items", "id_number", "id_ranges", "lines_at_stake", "pr_label",
+           "recommend", "who_deleted"]
