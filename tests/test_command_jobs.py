@@ -349,6 +349,25 @@ async def test_answering_a_side_takes_it_for_that_region_only(live: Live) -> Non
     assert "Resolved 1 conflict region in `vime/calc.py` with **theirs** (Q1)" in reply
 
 
+async def test_a_range_answers_a_group_in_one_commit(live: Live) -> None:
+    await live.comment("/sync answer Q1-Q2 theirs")
+    head = live.head
+    assert git_text(live.remote, "rev-parse", f"{head}^") == live.commit  # one commit
+    text = live.file(head)
+    assert parse_regions(text) == [] and "line 5 upstream\n" in text
+    assert live.sync()["answers"] == {"Q1": "theirs", "Q2": "theirs"}
+    reply = live.replies()[0]
+    assert "Recorded 2 answers (Q1, Q2)" in reply
+    assert "Resolved 2 conflict regions in 1 file with **theirs**" in reply
+
+
+async def test_a_range_with_an_unknown_item_changes_nothing(live: Live) -> None:
+    await live.comment("/sync answer Q1-Q9 theirs")
+    assert live.head == live.commit
+    assert not live.sync().get("answers")
+    assert "There is no Q3" in live.replies()[0]
+
+
 def test_validate_answer() -> None:
     decide = {"id": "Q1", "tier": "Decide", "choices": ["ours", "theirs"]}
     assert validate_answer(decide, "Q1", "THEIRS") == "theirs"

@@ -11,13 +11,15 @@ from typing import Any
 
 from bot.sync.commands.parse import Answer
 from bot.sync.commands.request import CommandFailed
-from bot.sync.commands.resolve import resolve_regions, take_whole_file
+from bot.sync.commands.resolve import resolve_items, resolve_regions, take_whole_file
 from bot.sync.commands.runner import Runner
 from bot.sync.state import load_plan
 
 
 async def answer(run: Runner, command: Answer) -> str:
     """Record the decision; on a conflict region or a whole-file conflict, also take that side."""
+    if len(command.questions) > 1:
+        return await answer_many(run, command)
     sync = run.sync
     plan_json = load_plan(sync)
     item = _item(plan_json, command.question)
@@ -38,6 +40,38 @@ async def answer(run: Runner, command: Answer) -> str:
                                 check=sync.get("head") == head_before)
     return f"Recorded **{item['id']}**: `{choice}`. The decisions in the PR description " \
            f"are updated.{extra}"
+
+
+async def answer_many(run: Runner, command: Answer) -> str:
+    """``/sync answer Q21-Q33 theirs``: every item checked first, then one commit for all
+    their regions, one PR update and one check update; whole-file items one by one."""
+    sync = run.sync
+    plan_json = load_plan(sync)
+    items = [_item(plan_json, q) for q in command.questions]
+    choices = {item["id"]: validate_answer(item, q, command.choice)
+               for item, q in zip(items, command.questions, strict=True)}
+    head_before = sync.get("head")
+    regions: dict[str, set[str]] = {}
+    whole = []
+    for item in items:
+        choice = choices[item["id"]]
+        if choice in ("ours", "theirs", "suggested") and item.get("start_line") is not None:
+            regions.setdefault(item["path"], set()).add(item["id"])
+        elif choice in ("ours", "theirs") and item.get("kind") == "file" and item.get("sides"):
+            whole.append(item)
+    sides = {choices[i] for ids in regions.values() for i in ids}
+    if len(sides) > 1:  # cannot happen with one choice; kept for a mixed-case choice
+        raise CommandFailed("one command takes one side for all its regions")
+    extra = await resolve_items(run, regions, sides.pop()) if regions else ""
+    for item in whole:
+        branch = await run.read_branch()
+        tag = f"{run.req.comment_id}:{item['path']}:{choices[item['id']]}"
+        extra += await take_whole_file(run, branch, item["path"], choices[item["id"]], item,
+                                       tag)
+    await run.record_answers(plan_json, choices, check=sync.get("head") == head_before)
+    ids = ", ".join(choices)
+    return (f"Recorded {len(choices)} answers ({ids}): `{command.choice}`. The decisions in "
+            f"the PR description are updated.{extra}")
 
 
 def validate_answer(item: dict[str, Any], question: str, choice: str) -> str:
@@ -69,4 +103,4 @@ def _item(plan_json: dict[str, Any], question: str) -> dict[str, Any]:
                         f"{items[0]['id']}–{items[-1]['id']}.")
 
 
-__all__ = ["answer", "validate_answer"]
+__all__ = ["answer", "answer_many", "validate_answer"]

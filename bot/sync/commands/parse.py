@@ -23,7 +23,7 @@ USAGE: dict[str, str] = {
     "help": "/sync help",
     "status": "/sync status",
     "resolve": "/sync resolve <path> ours|theirs|suggested",
-    "answer": "/sync answer <Qn> <choice>",
+    "answer": "/sync answer <Qn>[-Qm][,...] <choice>",
     "extend": "/sync extend [#N|sha]",
     "refresh": "/sync refresh",
 }
@@ -32,7 +32,8 @@ _SUMMARY: dict[str, str] = {
     "help": "show this list of commands",
     "status": "count what is left: unresolved conflicts, open questions, how far behind upstream",
     "resolve": "resolve every conflict in one file with our side, their side or the suggestion",
-    "answer": "answer a question from the report, e.g. `/sync answer Q3 theirs`",
+    "answer": "answer a question from the report, e.g. `/sync answer Q3 theirs`; a range or "
+              "list answers a group: `/sync answer Q21-Q33 theirs`",
     "extend": "extend the window to the upstream head, a PR (`#N`) or a commit; "
               "every resolution already made is replayed",
     "refresh": "redo the sync onto the newest fork main; every resolution already made is replayed",
@@ -59,10 +60,19 @@ class Resolve:
 
 @dataclass(frozen=True)
 class Answer:
-    """``/sync answer <Qn> <choice>``; ``question`` is normalised to ``Q<n>``."""
+    """``/sync answer <Qn> <choice>``; ``question`` is normalised to ``Q<n>``.
+
+    ``Q21-Q33`` and ``Q2,Q5,Q9-Q11`` answer several items at once: ``questions`` lists
+    them all, in order, and ``question`` is the first.
+    """
 
     question: str
     choice: str
+    questions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.questions:
+            object.__setattr__(self, "questions", (self.question,))
 
 
 @dataclass(frozen=True)
@@ -239,15 +249,34 @@ def _answer(line: str, args: list[str], rest: str) -> Answer:
     if not args:
         raise CommandError(line, "`answer` needs a question id (like Q3) and a choice.",
                            "answer")
-    match = _QUESTION.match(args[0])
-    if not match:
-        raise CommandError(line, f"`{args[0]}` is not a question id; they look like Q3.",
-                           "answer")
+    questions = _questions(line, args[0])
     choice = rest[len(args[0]):].strip()
     if not choice:
-        raise CommandError(line, f"`answer` needs a choice after Q{int(match.group(1))}.",
-                           "answer")
-    return Answer(question=f"Q{int(match.group(1))}", choice=_unquote(choice))
+        raise CommandError(line, f"`answer` needs a choice after {args[0]}.", "answer")
+    return Answer(question=questions[0], choice=_unquote(choice), questions=questions)
+
+
+MAX_ANSWERS = 200  # one command may answer this many items
+
+
+def _questions(line: str, spec: str) -> tuple[str, ...]:
+    """``Q3``, ``Q21-Q33`` or ``Q2,Q5,Q9-Q11`` as the ids they name, in order, once each."""
+    out: list[str] = []
+    for part in spec.split(","):
+        first, dash, last = part.partition("-")
+        a, b = _QUESTION.match(first.strip()), _QUESTION.match(last.strip()) if dash else None
+        if not a or (dash and not b):
+            raise CommandError(line, f"`{spec}` is not a question id; they look like Q3, "
+                               "Q21-Q33 or Q2,Q5.", "answer")
+        lo = int(a.group(1))
+        hi = int(b.group(1)) if b else lo
+        if hi < lo:
+            raise CommandError(line, f"`{part}` runs backwards; write Q{hi}-Q{lo}.", "answer")
+        if hi - lo + len(out) >= MAX_ANSWERS:
+            raise CommandError(line, f"`{spec}` names more than {MAX_ANSWERS} items; "
+                               "answer them in several commands.", "answer")
+        out.extend(f"Q{n}" for n in range(lo, hi + 1) if f"Q{n}" not in out)
+    return tuple(out)
 
 
 def _extend(line: str, args: list[str]) -> Extend:

@@ -96,6 +96,58 @@ async def resolve_regions(run: Runner, path: str, side: str,
             + f" in {commit[:12]}. The checklist and the check update after the rescan.")
 
 
+async def resolve_items(run: Runner, by_path: dict[str, set[str]], side: str) -> str:
+    """Rewrite the regions of these items (ids by path) to ``side``: one commit, one push."""
+    sync = run.sync
+    plan_json = load_plan(sync)
+    branch = await run.read_branch()
+    tag = f"{run.req.comment_id}:{','.join(sorted(by_path))}:{side}"
+    done = await asyncio.to_thread(gitops.commit_with_trailer, branch.git, branch.head, tag)
+    if done:
+        return f"\n\nDone already in {done[:12]}."
+    changed: dict[str, str | None] = {}
+    ids: list[str] = []
+    count = 0
+    for path, only in sorted(by_path.items()):
+        at_commit, at_head = await asyncio.to_thread(
+            gitops.read_texts, branch.git, [sync["commit"], branch.head], path)
+        if at_head is None:
+            continue
+        items = [i for f in plan_json["files"] if f["path"] == path for i in f["review_items"]]
+        by_key = _items_by_region(items, at_commit or "", path)
+        targets = [r for r in rerere.parse_regions(at_head)
+                   if by_key.get(r.key(path), {}).get("id") in only]
+        if not targets:
+            continue
+        if side == "suggested":
+            _require_suggestions(path, targets, by_key)
+        wanted = {r.start for r in targets}
+
+        def choose(region: rerere.Region, path: str = path, wanted: set[int] = wanted,
+                   by_key: dict[str, dict[str, Any]] = by_key) -> str | None:
+            if region.start not in wanted:
+                return None
+            if side == "suggested":
+                suggestion: str = by_key[region.key(path)]["suggestion"]
+                return suggestion
+            return region.side(side)
+
+        changed[path], n = rerere.rewrite(at_head, choose)
+        count += n
+        ids += [by_key[r.key(path)]["id"] for r in targets]
+    if not changed:
+        return f"\n\nNo conflict markers of these items are left at `{branch.head[:12]}`."
+    message = (f"forksync: resolve {len(ids)} regions with {side}\n\n"
+               f"Requested by @{run.req.author} in #{run.req.pr} ({', '.join(ids)}).\n\n"
+               f"{TRAILER}: {tag}\n")
+    commit = await asyncio.to_thread(gitops.commit_files, branch.git, branch.head, changed,
+                                     message)
+    await run.push(branch, commit)
+    return (f"\n\nResolved {count} conflict region{'s' if count != 1 else ''} in "
+            f"{len(changed)} file{'s' if len(changed) != 1 else ''} with **{side}** in "
+            f"{commit[:12]}. The checklist and the check update after the rescan.")
+
+
 def _require_suggestions(path: str, targets: list[rerere.Region],
                          by_key: dict[str, dict[str, Any]]) -> None:
     """CommandFailed unless every target region is an item of this sync with a suggestion."""
@@ -175,4 +227,4 @@ def _bring_object(run: Runner, git: Git, entry: dict[str, str]) -> bool:
     return False
 
 
-__all__ = ["resolve", "resolve_regions", "take_whole_file"]
+__all__ = ["resolve", "resolve_items", "resolve_regions", "take_whole_file"]

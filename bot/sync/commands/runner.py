@@ -147,7 +147,18 @@ class Runner:
         await self.save()
         await self.refresh_pr(plan_json, answered=item_id, check=check)
 
-    async def refresh_pr(self, plan_json: dict[str, Any], *, answered: str,
+    async def record_answers(self, plan_json: dict[str, Any], choices: dict[str, str], *,
+                             check: bool) -> None:
+        """Record several decisions at once: one PR update and one check update for all."""
+        answers: dict[str, str] = self.sync.setdefault("answers", {})
+        new = {k: v for k, v in choices.items() if answers.get(k) != v}
+        if not new:
+            return
+        answers.update(new)
+        await self.save()
+        await self.refresh_pr(plan_json, answered=set(new), check=check)
+
+    async def refresh_pr(self, plan_json: dict[str, Any], *, answered: str | set[str],
                          check: bool = True) -> None:
         """After an answer: re-render the decisions and drop it from the check's open list."""
         sync = self.sync
@@ -158,7 +169,8 @@ class Runner:
         else:
             remaining = initial_remaining(plan_json, dict(sync.get("answers", {})))
         # An answer settles a question; a conflict region stays until its markers go.
-        remaining = [r for r in remaining if r.marker or r.item_id != answered]
+        done = {answered} if isinstance(answered, str) else answered
+        remaining = [r for r in remaining if r.marker or r.item_id not in done]
         sync["remaining"] = [r.to_json() for r in remaining]
         await self.save()
         if not check:
