@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from bot.engine import attribute
+from bot.engine import attribute, configwarn
 from bot.engine.config import Config
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, Background, CatFile, Git, TreeWriter
 from bot.engine.markers import MARKER_SIZE, find_marker_regions, split_lines
@@ -35,6 +35,7 @@ def is_binary(data: bytes) -> bool:
 class Classified:
     files: list[FileResult]
     merged_tree: str  # after path policies
+    warnings: list[dict[str, object]] = field(default_factory=list)  # configwarn.py
 
 
 @dataclass
@@ -149,7 +150,34 @@ class Classifier:
             for item in r.review_items:
                 n += 1
                 item.id = f"Q{n}"
-        return Classified(results, tree)
+        return Classified(results, tree, self._warnings(paths, results))
+
+    def _warnings(self, paths: list[_Path], results: list[FileResult]) -> list[dict[str, object]]:
+        """Paths the config translates to names the fork lacks; patch files translated."""
+        out: list[dict[str, object]] = []
+        by_fork = {r.path: r for r in results}
+        changes = {ch.new_path: ch for ch in self.o.changes if ch.new_path}
+        for p in paths:
+            translated = self.fork_path(p.upstream)
+            r = by_fork.get(p.fork)
+            if p.renamed_by_merge:
+                out.append(configwarn.path_warning("rename-detection", p.fork, p.upstream,
+                                                   translated, p.fork))
+            elif r is not None and r.policy is None and p.change in ("M", "D") \
+                    and self.ours.get(p.fork) is None:
+                parent, _, name = p.fork.rpartition("/")
+                entries = self.ours.dir(parent) or {}
+                other = next((n for n in entries if n.lower() == name.lower() and n != name),
+                             None)
+                if other is not None:
+                    found = f"{parent}/{other}" if parent else other
+                    out.append(configwarn.path_warning("path-case", p.fork, p.upstream,
+                                                       translated, found))
+            ch = changes.get(p.upstream)
+            if configwarn.is_patch(p.upstream) and ch is not None and ch.new is not None \
+                    and self.o.translated.get((ch.new.oid, p.upstream), ch.new.oid) != ch.new.oid:
+                out.append(configwarn.patch_warning(p.fork, p.upstream))
+        return out
 
     def _apply_policy(self, p: _Path, action: str, globs: Iterable[str], conflicted: bool,
                       edits: dict[str, Entry | None]) -> FileResult:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bot.engine.classify import Classifier
 from bot.engine.config import CONFIG_PATH, Config, load_config, load_config_file
+from bot.engine.configwarn import rule_warnings
 from bot.engine.git import CatFile, Git, TreeWriter, reading
 from bot.engine.merge import FORK, UPSTREAM, Entry, TreeIndex, commit_tree_oid, edit_tree, merge
 from bot.engine.model import Plan
@@ -212,6 +213,7 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         merged_tree=classified.merged_tree, work_git_dir=work.git_dir, fork_branch=fork_branch,
         messages=[m.text for m in outcome.messages if m.kind.startswith("CONFLICT")],
         tip_source=to_rev.strip() if to_rev else "head",
+        warnings=rule_warnings(cfg, translator) + classified.warnings,
     )
     return p, fork_git
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.engine.gate import Remaining, check_annotations, check_output, clip_summary
+from bot.engine.report import warning_annotations
 from bot.github.client import GitHubClient
 
 CHECK_NAME = "forksync"
@@ -32,7 +33,7 @@ async def upsert_check_run(gh: GitHubClient, fork: str, sha: str, plan_json: dic
     rescan keeps to one); the summary still names every remaining file.
     """
     conclusion, title, summary = check_output(plan_json, remaining, behind=behind)
-    notes = check_annotations(remaining)
+    notes = check_annotations(remaining) + warning_annotations(plan_json)
     batches = [notes[i:i + MAX_ANNOTATIONS] for i in range(0, len(notes), MAX_ANNOTATIONS)]
     if max_batches is not None:
         batches = batches[:max_batches]

@@ -354,4 +354,6 @@ def human_summary(plan: Json) -> str:
         f"cutoff {plan['cutoff'][:10]} → tip {plan['tip'][:10]}",
         f"files: {s['files']} ({status or 'none'})",
         f"review items: {s['review_items']}" + (f" ({tiers})" if tiers else ""),
+        *(f"warning: {w['path'] + ': ' if w.get('path') else ''}{w['message']}"
+          for w in plan.get("warnings") or []),
     ])

@@ -133,10 +133,10 @@ def recommend(item: Json) -> tuple[str, str | None]:
 
 
 def _shape(item: Json) -> tuple[Any, ...]:
-    """Items with equal shapes are the same change in several places."""
+    """Items with equal shapes are the same upstream change in several places (the fork's
+    own edits there may differ: one answer still fits them all)."""
     return (item.get("kind"), item.get("tier"), item.get("reason"),
-            _change(item.get("base") or "", item.get("theirs") or ""),
-            _change(item.get("base") or "", item.get("ours") or ""))
+            _change(item.get("base") or "", item.get("theirs") or ""))
 
 
 def _window(plan: Json) -> dict[int, Json]:
@@ -148,7 +148,9 @@ def pr_label(plan: Json, prs: Sequence[int]) -> str:
     window = _window(plan)
     if len(prs) == 1 and prs[0] in window:
         e = window[prs[0]]
-        return f"#{prs[0]} {e.get('title', '')} (@{e.get('author', '')})"
+        # A title is people's text: no HTML of its own in our Markdown.
+        title = str(e.get("title", "")).replace("<", "&lt;").replace("\n", " ")
+        return f"#{prs[0]} {title} (@{e.get('author', '')})"
     return _prs(prs) or "no upstream PR"
 
 

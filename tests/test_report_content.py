@@ -1,0 +1,120 @@
+"""Review content: groups and ranking, the body's sections, and GitHub's limits on huge
+and odd items (hypothesis), with fences and <details> always closed."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bot.engine.report import (
+    BODY_LIMIT,
+    CHECK_SUMMARY_LIMIT,
+    group_items,
+    id_ranges,
+    is_balanced,
+    render_body,
+    render_check_output,
+    render_comment,
+    warning_annotations,
+)
+from tests.test_report import _item, _plan
+
+
+def _conflict(n: int, path: str, base: str, theirs: str, ours: str, prs: list[int]) -> Any:
+    item = _item(n, path)
+    item.update(base=base, theirs=theirs, ours=ours, prs=prs, start_line=n * 10,
+                end_line=n * 10 + 5)
+    return item
+
+
+def _plan_with(items: list[dict[str, Any]]) -> dict[str, Any]:
+    plan = _plan(n_files=0)
+    plan["files"] = [{"path": i["path"], "upstream_path": i["path"], "status": "conflict",
+                      "policy": None, "note": "", "binary": False, "review_items": [i]}
+                     for i in items] + plan["files"]
+    return plan
+
+
+def test_the_same_change_in_n_places_is_one_group_with_one_command() -> None:
+    same = [_conflict(n, f"vime/m{n}.py", "x = old()\n", "x = new()\n", f"x = fork{n}()\n",
+                      [101]) for n in range(1, 5)]
+    other = _conflict(5, "vime/z.py", "a\n", "b\nc\nd\n", "e\n", [102])
+    deleted = _item(6, "vime/gone.py", kind="file")
+    deleted.update(sides={"ours": None, "theirs": {"mode": "100644", "oid": "f" * 40}},
+                   prs=[100], start_line=None, end_line=None)
+    groups = group_items(_plan_with([*same, other, deleted]))
+    assert [g.ids for g in groups] == [["Q6"], ["Q1", "Q2", "Q3", "Q4"], ["Q5"]]
+    assert "the fork deleted this file; upstream #100" in groups[0].title
+    assert groups[1].command == "/sync answer Q1-Q4 theirs"
+    assert "#101 PR 1 | pipes (@alice): the same change in 4 places" in groups[1].title
+    body = render_body(_plan_with([*same, other, deleted]))
+    assert "`/sync answer Q1-Q4 theirs`" in body
+    assert body.index("**Q6**") < body.index("**Q1–Q4**") < body.index("**Q5**")
+
+
+def test_id_ranges() -> None:
+    assert id_ranges(["Q3", "Q1", "Q2", "Q7", "Q9", "Q10"]) == "Q1-Q3,Q7,Q9-Q10"
+
+
+def test_body_says_why_the_window_ends_and_claims_only_what_was_posted() -> None:
+    plan = _plan()
+    assert "the head of upstream `main`" in render_body(plan)
+    plan["tip_source"] = "#102"
+    body = render_body(plan, posted=1)
+    assert "because `#102` was asked for as the tip" in body
+    assert "1 of 2 review items has a review thread" in body
+    assert "review thread" not in render_body(plan)
+
+
+def test_body_lists_new_files_and_config_warnings() -> None:
+    plan = _plan()
+    plan["warnings"] = [{"kind": "patch-translated", "path": "docker/x.patch", "key": "k",
+                         "message": "the patch file is translated"}]
+    body = render_body(plan)
+    assert "<details><summary>New in the fork: 1 file</summary>" in body
+    assert "- `vime/new.py`" in body
+    assert "`docker/x.patch`: the patch file is translated" in body
+    (note,) = warning_annotations(plan)
+    assert note["path"] == "docker/x.patch" and note["annotation_level"] == "warning"
+
+
+_text = st.lists(st.sampled_from(["a", "`", "~", "\n", "<details>", "</details>", "```", " ",
+                                  "é", "|"]), max_size=60).map("".join)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ours=_text, theirs=_text, base=_text, scale=st.integers(0, 400))
+def test_a_comment_stays_within_the_limit_and_balanced(ours: str, theirs: str, base: str,
+                                                       scale: int) -> None:
+    item = _conflict(1, "vime/a.py", base * scale, theirs * scale, ours * scale, [101])
+    item["suggestion"] = None if scale % 2 else theirs * scale
+    text = render_comment([item], _plan(), blob_url="https://example.test/blob/c/vime/a.py")
+    assert len(text) <= BODY_LIMIT
+    assert is_balanced(text)
+    if len(theirs * scale) > 70_000:
+        assert "lines shown; see [the whole file at the sync commit]" in text
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 1500), title=_text)
+def test_a_huge_body_and_check_stay_within_the_limits(n: int, title: str) -> None:
+    items = [_conflict(k, f"vime/p{k % 300}.py", "b\n", f"t{k}\n", f"o{k}\n", [100 + k % 7])
+             for k in range(1, n + 1)]
+    plan = _plan_with(items)
+    for e in plan["window"]:
+        e["title"] = title * 50
+    body = render_body(plan, report_url="https://example.test/r.md")
+    assert len(body) <= BODY_LIMIT and is_balanced(body)
+    _, summary = render_check_output(plan, {"vime/p1.py": n}, items)
+    assert len(summary) <= CHECK_SUMMARY_LIMIT and is_balanced(summary)
+
+
+def test_a_group_comment_names_every_id_and_one_command() -> None:
+    items = [_conflict(n, "vime/a.py", "x\n", "y\n", f"z{n}\n", [101]) for n in (3, 4)]
+    text = render_comment(copy.deepcopy(items), _plan())
+    assert text.startswith("**Q3-Q4**: 2 review items in this thread.")
+    assert "`/sync answer Q3-Q4 theirs`" in text
+    assert text.count("suggestion\n") == 1  # only the anchored region gets a suggestion
