@@ -30,11 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.engine.config import EXAMPLE_CONFIG, load_config  # noqa: E402
-from bot.engine.markers import find_marker_regions, split_lines  # noqa: E402
-from bot.engine.pipeline import plan  # noqa: E402
-from bot.engine.translate import Translator  # noqa: E402
-from tests.factory import (  # noqa: E402
+from bot.engine.config import EXAMPLE_CONFIG, load_config
+from bot.engine.markers import find_marker_regions, split_lines
+from bot.engine.pipeline import plan
+from bot.engine.translate import Translator
+from tests.factory import (
     FORK_MAINTAINER,
     Commit,
     FastImport,
@@ -211,8 +211,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     upstream = Path(args.upstream)
     branch = git_text(upstream, "symbolic-ref", "--short", "HEAD").strip()
-    from bot.engine.window import resolve_rev
     from bot.engine.git import Git
+    from bot.engine.window import resolve_rev
     up = Git(upstream)
     cutoff = resolve_rev(up, args.from_rev, branch, "--from")
     tip = resolve_rev(up, args.to_rev, branch, "--to")
