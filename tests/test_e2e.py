@@ -284,7 +284,11 @@ async def test_upstream_merge_opens_a_draft_pr_with_one_review_and_a_failing_che
 
     run = world.check(commit1)
     assert run.status == "completed" and run.conclusion == "failure"
-    assert sorted(a["path"] for a in run.annotations) == [A, B, B]
+    # Besides the markers, the DESIGN config's prose rule earns config warnings.
+    assert sorted(a["path"] for a in run.annotations
+                  if a["path"] != ".github/forksync.yml") == [A, B, B]
+    assert {a["annotation_level"] for a in run.annotations
+            if a["path"] == ".github/forksync.yml"} <= {"warning"}
     assert all(a["annotation_level"] == "failure" for a in run.annotations)
     world.assert_clean()
 
