@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from bot.engine.git import Git, reading
 from bot.engine.model import WindowEntry
-from bot.errors import GitError, MissingObject, WindowError
+from bot.errors import ForksyncError, GitError, MissingObject, WindowError
 
 TRAILER_SYNC = "Upstream-Sync"
 TRAILER_WINDOW = "Upstream-Window"
@@ -122,7 +122,13 @@ def list_window(upstream: Git, cutoff: str, tip: str) -> list[WindowEntry]:
         sha, author, date, parents, subject, body = record.split(_US, 5)
         entries.append(_entry(sha, author, date, parents.split(), subject, body))
     changed: dict[str, tuple[str, ...]] = {}
-    for record in files.output().decode("utf-8", "replace").split(_RS):
+    try:
+        listing = files.output().decode("utf-8", "replace")
+    except ForksyncError:
+        # The per-PR file lists are only for people; a missing object is reported
+        # precisely by the merge, which reads the same trees next.
+        listing = ""
+    for record in listing.split(_RS):
         sha, _, names = record.partition("\n")
         changed[sha.strip()] = tuple(n for n in names.splitlines() if n)
     return [replace(e, files=changed.get(e.sha, ())) for e in entries]
