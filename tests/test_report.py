@@ -88,8 +88,52 @@ def test_review_comment_suggestion_replaces_the_region_and_cannot_be_broken_out(
     text = render_review_comment(item)
     assert "````suggestion\ncode with ``` fence inside\n````" in text
     decide = render_review_comment(_item(2, "vime/f1.py"))
-    assert "```suggestion\nc\n```" in decide  # one click takes theirs
-    assert "/sync answer Q2" in decide and "#12, #14" in decide
+    assert "#12, #14" in decide
+
+
+def test_decide_comment_shows_both_changes_as_diffs_and_offers_no_side() -> None:
+    item = _item(2, "vime/f1.py")
+    item.update(ours="    return self.llm.generate(prompts)\n",
+                base="    return [self.rank for _ in prompts]\n",
+                theirs="    return [[self.rank] * len(p) for p in prompts]\n")
+    text = render_review_comment(item)
+    assert "```suggestion" not in text  # no one-click default that drops the fork's edit
+    assert "```diff\n--- base\n+++ theirs\n@@ -1 +1 @@\n-    return [self.rank for _ in " \
+           "prompts]\n+    return [[self.rank] * len(p) for p in prompts]\n```" in text
+    assert "+    return self.llm.generate(prompts)" in text
+    assert text.count(item["base"].strip()) == 2  # in the two diffs only: no full copies
+    assert "`/sync answer Q2 ours` keeps the fork's side" in text
+    assert "`/sync answer Q2 theirs` takes upstream's" in text
+
+
+def test_decide_starting_point_and_confirm_proposal_are_labelled_differently() -> None:
+    decide = _item(3, "vime/f2.py")
+    decide["suggestion"] = "a\nc\n"
+    assert "A starting point that keeps both edits; check it" in render_review_comment(decide)
+    confirm = _item(4, "vime/f3.py", tier="Confirm")
+    confirm["choices"] = ["suggested", "ours", "theirs"]
+    text = render_review_comment(confirm)
+    assert "Proposed resolution (one click replaces the whole marker region):" in text
+    assert "<details><summary>what each side changed</summary>" in text
+    assert "`/sync answer Q4 suggested` commits the suggestion" in text
+
+
+def test_add_add_comment_diffs_the_two_versions_and_never_glues_them() -> None:
+    item = _item(5, "docker/patch/vllm.patch")
+    item.update(ours="# stub\n", base="", theirs="--- a/x\n+++ b/x\n", rule="add/add",
+                reason="both sides added this file (add/add)")
+    text = render_review_comment(item)
+    assert "```suggestion" not in text
+    assert "```diff\n--- ours\n+++ theirs\n" in text
+    assert "`/sync resolve docker/patch/vllm.patch ours` (or `theirs`)" in text
+
+
+def test_body_counts_the_hunks_that_have_a_suggestion() -> None:
+    plan = _plan(n_files=3)
+    plan["files"][0]["review_items"][0]["suggestion"] = "a\n"
+    body = render_body(plan)
+    assert "1 of 3 conflict hunks has a one-click suggestion" in body
+    assert "Each conflict hunk has a review comment with a one-click suggestion" not in body
 
 
 def test_fence_is_longer_than_any_backtick_run() -> None:

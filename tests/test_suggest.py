@@ -1,42 +1,207 @@
-"""Safe proposals for conflict hunks, and questions where there is none."""
+"""Proposals for conflict hunks: the finer re-merge, keep both, layout rules, honest tiers."""
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.engine.markers import find_marker_regions_in_lines, split_lines
 from bot.engine.model import Tier
-from bot.engine.suggest import propose
+from bot.engine.remerge import merge_lines, merge_words, tokens
+from bot.engine.suggest import Hunk, propose, propose_hunk, propose_region
+
+# -- the same change -------------------------------------------------------------------
 
 
-def test_both_sides_add_distinct_imports_is_settled_union() -> None:
-    p = propose("import os\nimport vllm\n", "import os\n", "import os\nimport json\n")
-    assert p.tier is Tier.SETTLED
-    assert p.suggestion == "import os\nimport vllm\nimport json\n"
+def test_same_change_up_to_trailing_whitespace_is_settled() -> None:
+    p = propose("x = 2  \n", "x = 1\n", "x = 2\n")
+    assert p.tier is Tier.SETTLED and p.suggestion == "x = 2  \n"
 
 
-def test_upstream_only_reformats_keeps_ours() -> None:
+def test_same_change_in_another_layout_keeps_the_forks_layout_to_confirm() -> None:
+    p = propose("call(a, b)\n", "call(a)\n", "call(a,\n     b)\n")
+    assert p.tier is Tier.CONFIRM and p.suggestion == "call(a, b)\n"
+
+
+# -- layout-only edits -----------------------------------------------------------------
+
+
+def test_upstream_only_changes_layout_keeps_the_forks_edit_as_it_is() -> None:
     p = propose("x = vllm.run(a)\n", "x=run(a)\n", "x = run( a )\n")
-    assert p.tier is Tier.SETTLED and p.suggestion == "x = vllm.run(a)\n"
-    assert "reformat" in p.reason
+    assert p.tier is Tier.CONFIRM and p.suggestion == "x = vllm.run(a)\n"
+    assert p.rule == "upstream layout only" and "layout" in p.reason
 
 
-def test_ours_only_reformats_takes_theirs() -> None:
+def test_fork_only_changes_layout_takes_upstreams_edit() -> None:
     p = propose("x = run( a )\n", "x=run(a)\n", "x = run(a, b)\n")
-    assert p.tier is Tier.SETTLED and p.suggestion == "x = run(a, b)\n"
+    assert p.tier is Tier.CONFIRM and p.suggestion == "x = run(a, b)\n"
 
 
-def test_already_applied_on_our_side() -> None:
-    p = propose("retries = 3  # fork\nlog()\n", "retries = 1\n", "retries = 3  # fork\n")
-    assert p.tier is Tier.SETTLED and p.suggestion == "retries = 3  # fork\nlog()\n"
-    assert "already applied" in p.reason
+def test_a_removed_blank_line_is_a_layout_edit_not_nothing() -> None:
+    # The fork removed a blank line; upstream added code there: upstream's edit wins whole.
+    p = propose("", "\n", "\n    def __init__(self):\n        self.lock = Lock()\n\n")
+    assert p.rule == "fork layout only"
+    assert p.suggestion == "\n    def __init__(self):\n        self.lock = Lock()\n\n"
 
 
-def test_both_only_add_lines_is_confirm_with_both() -> None:
-    p = propose("a\nours_line\n", "a\n", "a\ntheirs_line\n")
+# -- the finer re-merge ----------------------------------------------------------------
+
+
+def test_edits_on_neighbouring_lines_merge_line_by_line_words() -> None:
+    # The issue's example: the fork edits line 1 while upstream edits the lines below it.
+    base = "def f(x):\n    y = g(x)\n    return y\n"
+    ours = "def f(x, *, fast=False):\n    y = g(x)\n    return y\n"
+    theirs = "def f(x):\n    y = g(x, timeout=3)\n    return y + 1\n"
+    p = propose(ours, base, theirs)
     assert p.tier is Tier.CONFIRM
-    assert p.suggestion == "a\nours_line\ntheirs_line\n"
-    assert p.question and "suggested" in p.choices
+    assert p.suggestion == "def f(x, *, fast=False):\n    y = g(x, timeout=3)\n    return y + 1\n"
+    assert "Upstream changed 2 lines; the fork changed `def f(x):` to" in p.reason
 
 
-def test_real_disagreement_is_a_decide_question() -> None:
+def test_upstream_adds_imports_above_a_line_the_fork_changed() -> None:
+    base = "import os\nfrom slime import engine\n"
+    ours = "import os\nfrom vime import engine\n"
+    theirs = "import os\nimport json\nimport time\nfrom slime import engine\n"
+    p = propose(ours, base, theirs)
+    assert p.tier is Tier.CONFIRM
+    assert p.suggestion == "import os\nimport json\nimport time\nfrom vime import engine\n"
+    assert "Upstream added 2 lines" in p.reason
+
+
+def test_same_line_different_words_merge_word_by_word() -> None:
+    base = 'parser.add_argument("--sglang-mem", type=float, default=0.8)\n'
+    ours = 'parser.add_argument("--sglang-mem", type=float, default=0.9)\n'
+    theirs = 'parser.add_argument("--sglang-mem-fraction", type=float, default=0.8)\n'
+    p = propose(ours, base, theirs)
+    assert p.tier is Tier.CONFIRM and p.rule == "merge word by word"
+    assert p.suggestion == 'parser.add_argument("--sglang-mem-fraction", type=float, ' \
+                           'default=0.9)\n'
+
+
+def test_the_same_word_changed_twice_is_a_question_with_no_suggestion() -> None:
     p = propose("timeout = 30\n", "timeout = 10\n", "timeout = 60\n")
     assert p.tier is Tier.DECIDE and p.suggestion is None
-    assert p.question and p.choices == ("ours", "theirs")
+    assert p.choices == ("ours", "theirs") and p.question
+
+
+def test_a_decide_item_never_offers_upstreams_side() -> None:
+    # The demo's hunk: committing upstream's line would silently drop the fork's edit.
+    base = "    def generate(self, prompts):\n        return [self.rank for _ in prompts]\n"
+    ours = ("    def generate(self, prompts):\n        # vLLM batches requests itself.\n"
+            "        return self.llm.generate(prompts)\n")
+    theirs = "    def generate(self, prompts):\n        return [[self.rank] * len(p) for p in " \
+             "prompts]\n"
+    p = propose(ours, base, theirs)
+    assert p.tier is Tier.DECIDE and p.suggestion is None
+
+
+def test_a_merge_that_would_duplicate_a_line_both_sides_added_is_not_proposed() -> None:
+    # Both sides add the setting; the fork also replaces the next one. The word merge
+    # would write the added line twice; upstream's edit is already in the fork's.
+    base = "  %hr#settings_web/\n"
+    ours = "  .fields-group\n    = f.input :show_app\n"
+    theirs = "  .fields-group\n    = f.input :show_app\n\n  %hr#settings_web/\n"
+    p = propose(ours, base, theirs)
+    assert p.suggestion == ours and p.rule == "already in ours"
+
+
+def test_a_long_combination_is_offered_only_as_a_starting_point() -> None:
+    base = "".join(f"v{i} = {i}\n" for i in range(12))
+    ours = base.replace("v0 = 0", "v0 = 100")
+    theirs = base.replace("v1 = 1", "v1 = 101")
+    p = propose(ours, base, theirs)
+    assert p.tier is Tier.DECIDE and p.rule == "merge, long hunk"
+    assert p.suggestion == base.replace("v0 = 0", "v0 = 100").replace("v1 = 1", "v1 = 101")
+
+
+# -- keep both -------------------------------------------------------------------------
+
+
+def test_keep_both_keeps_every_line_of_both_sides_including_shared_ones() -> None:
+    # Two Ruby methods added at the same place: each keeps its own `end` and blank line.
+    ours = "  def mute\n    @muted = true\n  end\n\n"
+    theirs = "  def block\n    @blocked = true\n  end\n\n"
+    p = propose_hunk(Hunk(ours, "", theirs, before=("class Account\n",),
+                          after=("end\n",)))
+    assert p.suggestion == ours + theirs
+    assert p.suggestion.count("  end\n") == 2 and p.suggestion.count("\n\n") == 2
+    assert "the fork's lines first, then upstream's" in p.reason
+    assert p.tier is Tier.DECIDE  # the order is a guess
+
+
+def test_keep_both_keeps_a_sorted_list_sorted() -> None:
+    before = ("from vllm.layers import awq\n", "from vllm.layers import fp8\n")
+    after = ("from vllm.layers import marlin\n", "from vllm.layers import tpu\n")
+    p = propose_hunk(Hunk("from vllm.layers import inc\n", "",
+                          "from vllm.layers import gptq\nfrom vllm.layers import hqq\n",
+                          before=before, after=after))
+    assert p.tier is Tier.CONFIRM and "sorted order" in p.reason
+    assert p.suggestion == ("from vllm.layers import gptq\nfrom vllm.layers import hqq\n"
+                            "from vllm.layers import inc\n")
+
+
+def test_keep_both_when_one_addition_already_holds_the_other() -> None:
+    ours = "from vllm.platforms import current_platform\n\nis_hpu = current_platform.is_hpu()\n"
+    theirs = "from vllm.platforms import current_platform\n"
+    p = propose(ours, "", theirs)
+    assert p.tier is Tier.CONFIRM and p.suggestion == ours
+
+
+def test_two_values_for_one_setting_are_a_choice_not_two_additions() -> None:
+    p = propose("  show_application: false\n", "", "  show_application: true\n")
+    assert p.tier is Tier.DECIDE and p.suggestion is None
+
+
+def test_add_add_is_never_glued_together() -> None:
+    stub = "# vLLM needs no patch.\n"
+    patch = "".join(f"+line {i}\n" for i in range(910))
+    p = propose_hunk(Hunk(stub, "", patch, added_both=True))
+    assert p.tier is Tier.DECIDE and p.suggestion is None and p.rule == "add/add"
+    assert p.choices == ("ours", "theirs")
+
+
+# -- the region inside a file ----------------------------------------------------------
+
+
+def test_propose_region_reads_the_lines_around_the_region() -> None:
+    text = ("import a\nimport b\n<<<<<<< ours\nimport c\n||||||| base\n=======\n"
+            "import d\n>>>>>>> theirs\nimport e\nimport f\n")
+    lines = split_lines(text)
+    (region,) = find_marker_regions_in_lines(lines)
+    p = propose_region(lines, region)
+    assert p.tier is Tier.CONFIRM and p.suggestion == "import c\nimport d\n"
+    assert "sorted" in p.reason
+
+
+# -- the sequence merge itself ---------------------------------------------------------
+
+
+def test_tokens_keep_layout_as_tokens_of_its_own() -> None:
+    assert tokens("a  = f(x)\n") == ["a", "  ", "=", " ", "f", "(", "x", ")", "\n"]
+    assert "".join(tokens("  weird\r\n\tthings ✓\n")) == "  weird\r\n\tthings ✓\n"
+
+
+def test_merge_lines_separates_settled_text_from_conflicts() -> None:
+    chunks = merge_lines("a\nb\nc\nd\n", "a\nB\nc\nd\n", "a\nb\nc\nD\n")
+    assert "".join(c.text for c in chunks if not c.conflict) == "a\nB\nc\nD\n"
+    assert not any(c.conflict for c in chunks)
+    assert merge_words("x = 1\n", "x = 2\n", "x = 3\n") is None
+
+
+lines_st = st.lists(st.sampled_from(["a\n", "b\n", "c\n", "end\n", "\n", "x = 1\n"]),
+                    max_size=6).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines_st, lines_st, lines_st)
+def test_tiers_keep_their_promises(ours: str, base: str, theirs: str) -> None:
+    """Whatever the hunk: Decide never offers upstream's side alone, a suggestion never
+    holds a marker, and a suggestion keeps every line both sides agree to add."""
+    p = propose(ours, base, theirs)
+    if p.tier is Tier.DECIDE and ours != theirs:
+        assert p.suggestion != theirs
+    if p.suggestion is not None:
+        assert "<<<<<<<" not in p.suggestion and ">>>>>>>" not in p.suggestion
+    if p.tier is Tier.SETTLED:
+        assert [ln.rstrip() for ln in split_lines(ours)] == \
+            [ln.rstrip() for ln in split_lines(theirs)]

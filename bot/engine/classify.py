@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from bot.engine import attribute, configwarn
 from bot.engine.config import Config
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, Background, CatFile, Git, TreeWriter
-from bot.engine.markers import MARKER_SIZE, find_marker_regions, split_lines
+from bot.engine.markers import MARKER_SIZE, find_marker_regions_in_lines, split_lines
 from bot.engine.merge import (
     Entry,
     MergeOutcome,
@@ -19,7 +19,7 @@ from bot.engine.merge import (
     edit_tree,
 )
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
-from bot.engine.suggest import propose
+from bot.engine.suggest import propose_region
 from bot.engine.translate import Translator
 
 _BINARY_SNIFF = 8000
@@ -273,7 +273,8 @@ class Classifier:
         entry = self._entry(final, r.path)
         text = self._read_text(entry)
         r.marker_size = self.o.marker_sizes.get(r.path, MARKER_SIZE)
-        regions = find_marker_regions(text, r.marker_size) if text else []
+        lines = split_lines(text) if text else []
+        regions = find_marker_regions_in_lines(lines, r.marker_size)
         if not regions:
             r.binary = entry is not None and text is None and entry.mode != MODE_GITLINK
             messages = self._messages_for(r.path) or [r.note or "CONFLICT"]
@@ -287,14 +288,16 @@ class Classifier:
                        "theirs": _entry_json(self._entry(self.theirs, r.path))},
             )]
         items = []
+        added_both = "add/add" in r.note  # git's "CONFLICT (add/add)": no base version
         for region in regions:
             base = region.base or ""
-            prop = propose(region.ours, base, region.theirs)
+            prop = propose_region(lines, region, added_both=added_both)
             items.append(ReviewItem(
                 id="", kind=ItemKind.CONFLICT, path=r.path, upstream_path=r.upstream_path,
                 tier=prop.tier, reason=prop.reason, ours=region.ours, base=base,
                 theirs=region.theirs, start_line=region.start_line, end_line=region.end_line,
                 suggestion=prop.suggestion, question=prop.question, choices=list(prop.choices),
+                rule=prop.rule,
             ))
         return items
 

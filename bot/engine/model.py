@@ -96,6 +96,7 @@ class ReviewItem:
     # Whole-file items: each side's tree entry at the path ({"mode", "oid"}, None if absent),
     # so "/sync resolve <path> ours|theirs" can put that side back without re-merging.
     sides: dict[str, dict[str, str] | None] | None = None
+    rule: str = ""  # conflict items: the suggestion rule that decided ("merge word by word", ...)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +116,7 @@ class ReviewItem:
             "suggestion": self.suggestion,
             "prs": list(self.prs),
             **({"sides": self.sides} if self.sides is not None else {}),
+            **({"rule": self.rule} if self.rule else {}),
         }
 
 
@@ -235,7 +237,7 @@ def item_from_json(d: dict[str, Any]) -> ReviewItem:
         theirs=d.get("theirs", ""), start_line=d.get("start_line"), end_line=d.get("end_line"),
         suggestion=d.get("suggestion"), question=d.get("question"),
         choices=list(d.get("choices", [])), prs=list(d.get("prs", [])),
-        sides=d.get("sides"),
+        sides=d.get("sides"), rule=d.get("rule", ""),
     )
 
 

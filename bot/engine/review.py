@@ -33,9 +33,11 @@ def comment_items(plan_json: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for f in plan_json.get("files", []):
         for item in f.get("review_items", []):
-            if item.get("start_line") is None or item.get("tier") == "Settled":
-                continue
             kind = item.get("kind")
+            # A Settled hunk still has its markers: its comment carries the one-click fix.
+            if item.get("start_line") is None or (item.get("tier") == "Settled"
+                                                  and kind != "conflict"):
+                continue
             if kind == "flag" or (kind == "conflict" and item.get("end_line") is not None):
                 out.append(item)
     return out

@@ -1,18 +1,43 @@
-"""Proposals for one conflict hunk: a safe resolution with its reason, or a question. Pure."""
+"""Proposals for one conflict hunk: what to commit, how sure we are, and why. Pure.
+
+The tiers are promises, measured on real merges (``bench/replay_suggestions.py``):
+
+- **Settled**: a careful person would commit exactly this text.
+- **Confirm**: a proposal that keeps both sides' edits and is usually what people
+  commit; one sentence per side says what each edit did.
+- **Decide**: a person must judge. There may be a starting point that keeps both edits,
+  but never one side's text offered as the one-click default, since committing it
+  would silently drop the other side's edit.
+"""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from dataclasses import dataclass
 
+from bot.engine.keepboth import keep_both, same_keys
+from bot.engine.markers import MarkerRegion, split_lines
 from bot.engine.model import Tier
+from bot.engine.remerge import Chunk, changed_lines, merge_lines, merge_words
 
-_IMPORT = re.compile(r"^\s*(import\s+[\w.]+|from\s+[\w.]+\s+import\s+.+|#include\s+.+|"
-                     r"(const|let|var)\s+.*=\s*require\(.+\)|import\s+.+\s+from\s+.+)\s*;?\s*$")
 _WS = re.compile(r"\s+")
+CONTEXT_LINES = 8  # lines of the merged file on each side of a region that rules may read
+LARGE_LINES = 8  # a side longer than this is read whole: its combination is not Confirm
+DECIDE_CHOICES = ("ours", "theirs")
 
-CHOICES = ["ours", "theirs"]
+
+@dataclass(frozen=True)
+class Hunk:
+    """One conflict region and the lines around it in the merged file."""
+
+    ours: str
+    base: str
+    theirs: str
+    before: tuple[str, ...] = ()  # up to CONTEXT_LINES lines above the region, in order
+    after: tuple[str, ...] = ()  # up to CONTEXT_LINES lines below it
+    added_both: bool = False  # the file is new on both sides (add/add): base is empty
 
 
 @dataclass(frozen=True)
@@ -22,80 +47,228 @@ class Proposal:
     suggestion: str | None  # replacement for the whole marker region
     question: str | None = None
     choices: tuple[str, ...] = ()
+    rule: str = ""  # a stable name for the rule that decided, for tests and the benchmark
 
 
-def _lines(text: str) -> list[str]:
-    return text.splitlines(keepends=True)
+def hunk_at(lines: list[str], region: MarkerRegion, *, added_both: bool = False) -> Hunk:
+    """The hunk of ``region`` in a merged file split with ``split_lines``."""
+    start, end = region.start_line - 1, region.end_line
+    return Hunk(region.ours, region.base or "", region.theirs,
+                tuple(lines[max(0, start - CONTEXT_LINES):start]),
+                tuple(lines[end:end + CONTEXT_LINES]), added_both)
 
 
-def _norm(text: str) -> list[str]:
-    return [_WS.sub(" ", ln).strip() for ln in text.splitlines() if ln.strip()]
-
-
-def _is_subsequence(small: list[str], big: list[str]) -> bool:
-    it = iter(big)
-    return all(any(x == y for y in it) for x in small)
-
-
-def _union(ours: str, theirs: str) -> str:
-    """Ours, then the lines theirs adds that ours lacks, keeping a final newline."""
-    have = Counter(ln.rstrip("\r\n") for ln in _lines(ours))
-    extra = []
-    for ln in _lines(theirs):
-        key = ln.rstrip("\r\n")
-        if have[key] > 0:
-            have[key] -= 1
-        else:
-            extra.append(ln)
-    out = ours
-    if out and not out.endswith("\n") and extra:
-        out += "\n"
-    return out + "".join(extra)
-
-
-def _squash(text: str) -> str:
-    """The text without whitespace: equal squashes mean a pure reformat (spacing, wrapping)."""
-    return _WS.sub("", text)
+def propose_region(lines: list[str], region: MarkerRegion, *,
+                   added_both: bool = False) -> Proposal:
+    """The proposal for one marker region of a merged file: what classify and the replay
+    benchmark both call."""
+    return propose_hunk(hunk_at(lines, region, added_both=added_both))
 
 
 def propose(ours: str, base: str, theirs: str) -> Proposal:
-    """Pick the first safe rule that applies; otherwise ask a person."""
-    n_ours, n_base, n_theirs = _norm(ours), _norm(base), _norm(theirs)
-    s_ours, s_base, s_theirs = _squash(ours), _squash(base), _squash(theirs)
-    if s_ours == s_theirs:
+    """The proposal for a hunk seen without its surroundings."""
+    return propose_hunk(Hunk(ours, base, theirs))
+
+
+def _squash(text: str) -> str:
+    return _WS.sub("", text)
+
+
+def _rstripped(text: str) -> list[str]:
+    return [ln.rstrip() for ln in split_lines(text)]
+
+
+def _layout_only(base: str, side: str) -> bool:
+    """The side changed only whitespace: indentation, spacing, wrapping or blank lines."""
+    return _squash(base) == _squash(side) and base != side
+
+
+def propose_hunk(h: Hunk) -> Proposal:
+    """Pick the first rule that applies, from the surest to a question."""
+    if h.added_both and not h.base:
+        return _add_add()
+    if _rstripped(h.ours) == _rstripped(h.theirs):
         return Proposal(Tier.SETTLED, "both sides made the same change (they differ only in "
-                        "whitespace); keeps ours", ours)
-    if s_theirs == s_base:
-        return Proposal(Tier.SETTLED, "upstream only reformats these lines; keeps ours", ours)
-    if s_ours == s_base:
-        return Proposal(Tier.SETTLED, "our side only reformats these lines; takes upstream's "
-                        "change", theirs)
-    base_lines = Counter(n_base)
-    theirs_lines = Counter(n_theirs)
-    ours_lines = Counter(n_ours)
-    added = theirs_lines - base_lines
-    removed = base_lines - theirs_lines
-    already = not (added - ours_lines) and all(ours_lines[ln] <= theirs_lines[ln] for ln in removed)
-    if (added or removed) and already:
-        return Proposal(Tier.SETTLED, "upstream's change is already applied on our side; "
-                        "keeps ours", ours)
-    both_add = _is_subsequence(n_base, n_ours) and _is_subsequence(n_base, n_theirs)
-    if both_add:
-        new_lines = list((ours_lines - base_lines).elements()) + list(added.elements())
-        if new_lines and all(_IMPORT.match(ln) for ln in new_lines) \
-                and all(_IMPORT.match(ln) for ln in n_base):
-            return Proposal(Tier.SETTLED, "both sides add distinct import lines; keeps both",
-                            _union(ours, theirs))
-        return Proposal(
-            Tier.CONFIRM, "both sides only add lines; the proposal keeps ours, then upstream's",
-            _union(ours, theirs),
-            question="Keep both additions (ours first)?",
-            choices=("suggested", "ours", "theirs"),
-        )
+                        "trailing whitespace); keeps ours", h.ours, rule="same change")
+    if _squash(h.ours) == _squash(h.theirs):
+        return Proposal(Tier.CONFIRM, "both sides made the same change and differ only in "
+                        "layout; keeps the fork's layout (ours)", h.ours,
+                        question="Keep the fork's layout of this change?",
+                        choices=("suggested", "theirs"), rule="same change, other layout")
+    if _layout_only(h.base, h.theirs):
+        return Proposal(Tier.CONFIRM, "upstream only changed the layout here (whitespace, "
+                        "wrapping or blank lines) and the fork changed the content; keeps "
+                        "the fork's edit as it is, without upstream's layout change",
+                        h.ours, question="Keep the fork's edit, without upstream's layout "
+                        "change?", choices=("suggested", "theirs"), rule="upstream layout only")
+    if _layout_only(h.base, h.ours):
+        return Proposal(Tier.CONFIRM, "the fork only changed the layout here (whitespace, "
+                        "wrapping or blank lines) and upstream changed the content; takes "
+                        "upstream's edit as it is, without the fork's layout change",
+                        h.theirs, question="Take upstream's edit, without the fork's layout "
+                        "change?", choices=("suggested", "ours"), rule="fork layout only")
+    return _remerge(h)
+
+
+def _add_add() -> Proposal:
     return Proposal(
-        Tier.DECIDE, "both sides changed the same lines differently",
+        Tier.DECIDE, "both sides added this file (add/add) and their versions differ here; "
+                     "two new files are never glued together",
         None,
-        question="Both sides changed these lines. Keep ours, take upstream's (theirs), "
-                 "or combine them by hand?",
-        choices=tuple(CHOICES),
-    )
+        question="Both sides added this file. Keep the fork's version (ours) or take "
+                 "upstream's (theirs)?",
+        choices=DECIDE_CHOICES, rule="add/add")
+
+
+def _decide(reason: str, rule: str, suggestion: str | None = None) -> Proposal:
+    return Proposal(Tier.DECIDE, reason, suggestion,
+                    question="Both sides changed these lines. Keep ours, take upstream's "
+                             "(theirs), or combine them by hand?",
+                    choices=DECIDE_CHOICES, rule=rule)
+
+
+@dataclass
+class _Resolved:
+    text: str
+    words: bool = False  # some chunk needed the word-level merge
+    same_lines: bool = False  # ... and there both sides edited the same line
+    deletes: bool = False  # one side deleted lines the other kept as they were
+    both_added: str = ""  # how a keep-both was ordered, if one was needed
+    both_added_sure: bool = True
+
+
+def _remerge(h: Hunk) -> Proposal:
+    """Merge the region again, finer; propose the result if nothing conflicts."""
+    res = _fine_merge(h)
+    if res is None or (res.words and _duplicates(res.text, h)):
+        # No finer merge; one side's edit may still be part of the other's.
+        if _sub_change(h.base, h.theirs, h.ours):
+            res = _Resolved(h.ours)
+        elif _sub_change(h.base, h.ours, h.theirs):
+            res = _Resolved(h.theirs)
+        else:
+            return _decide("both sides changed the same lines differently", "conflict")
+    if res.text == h.ours:
+        return Proposal(Tier.CONFIRM, "upstream's change is already in the fork's version; "
+                        "keeps ours", h.ours, question="Keep the fork's version?",
+                        choices=("suggested", "theirs"), rule="already in ours")
+    if res.text == h.theirs:
+        return Proposal(Tier.CONFIRM, "the fork's change is already in upstream's version; "
+                        "takes theirs", h.theirs, question="Take upstream's version?",
+                        choices=("suggested", "ours"), rule="already in theirs")
+    sides = _sentences(h)
+    large = max(len(split_lines(h.ours)), len(split_lines(h.theirs))) > LARGE_LINES
+    if res.both_added:
+        sure = res.both_added_sure and not res.words and not large
+        return Proposal(Tier.CONFIRM if sure else Tier.DECIDE,
+                        f"both sides added lines here; keeps both, {res.both_added}"
+                        + ("" if sure else " (the order is a guess)") + f". {sides}", res.text,
+                        question="Keep both additions, in this order?",
+                        choices=("suggested", "ours", "theirs"),
+                        rule="keep both" if sure else "keep both, order unsure")
+    how = "word by word" if res.words else "line by line"
+    if large:
+        return _decide(f"the two edits merge {how}, but the hunk is long: read the "
+                       f"combination whole. {sides}", "merge, long hunk", res.text)
+    return Proposal(Tier.CONFIRM, f"the two edits merge {how}. {sides}", res.text,
+                    question="Commit both edits combined?",
+                    choices=("suggested", "ours", "theirs"), rule=f"merge {how}")
+
+
+def _fine_merge(h: Hunk) -> _Resolved | None:
+    res = _Resolved("")
+    chunks = merge_lines(h.base, h.ours, h.theirs)
+    for i, chunk in enumerate(chunks):
+        if not chunk.conflict:
+            res.text += chunk.text
+            continue
+        after_text = "".join(c.text if not c.conflict else c.ours for c in chunks[i + 1:])
+        if not _resolve(chunk, res, list(h.before) + split_lines(res.text),
+                        split_lines(after_text) + list(h.after)):
+            return None
+    return res
+
+
+def _lines_of(text: str) -> Counter[str]:
+    return Counter(ln.rstrip() for ln in split_lines(text) if ln.strip())
+
+
+def _duplicates(text: str, h: Hunk) -> bool:
+    """The merge holds a line more often than either side does: both sides added it, and
+    the merge put it in twice."""
+    ours, theirs = _lines_of(h.ours), _lines_of(h.theirs)
+    return any(n > max(ours[ln], theirs[ln]) for ln, n in _lines_of(text).items()
+               if ours[ln] or theirs[ln])
+
+
+def _sub_change(base: str, small: str, big: str) -> bool:
+    """Every line ``small`` added to base, ``big`` added too, and every line it removed,
+    ``big`` removed too: ``small``'s edit is already part of ``big``'s."""
+    b, s, g = _lines_of(base), _lines_of(small), _lines_of(big)
+    return not ((s - b) - (g - b)) and not ((b - s) - (b - g)) and s != b
+
+
+def _resolve(chunk: Chunk, res: _Resolved, before: list[str], after: list[str]) -> bool:
+    """Resolve one chunk that still conflicts line by line; False if it cannot be."""
+    if not chunk.base.strip() and chunk.ours.strip() and chunk.theirs.strip() \
+            and not same_keys(chunk.ours, chunk.theirs):
+        both = keep_both(chunk.ours, chunk.theirs, before, after)
+        res.text += both.text
+        res.both_added = both.how
+        res.both_added_sure = res.both_added_sure and both.sure
+        return True
+    words = merge_words(chunk.base, chunk.ours, chunk.theirs)
+    if words is None:
+        return False
+    res.text += words
+    res.words = True
+    if changed_lines(chunk.base, chunk.ours) & changed_lines(chunk.base, chunk.theirs):
+        res.same_lines = True
+    if _deletes(chunk.base, chunk.ours, chunk.theirs) or \
+            _deletes(chunk.base, chunk.theirs, chunk.ours):
+        res.deletes = True
+    return True
+
+
+def _deletes(base: str, side: str, other: str) -> bool:
+    """``side`` deleted a line of base (nothing like it is left) that ``other`` kept as it
+    was: people often keep such a line, so the merge is less sure."""
+    kept = {ln.strip() for ln in split_lines(other)}
+    mine = [ln.strip() for ln in split_lines(side) if ln.strip()]
+    for line in split_lines(base):
+        key = line.strip()
+        if not key or key not in kept or key in mine:
+            continue
+        if not any(difflib.SequenceMatcher(None, key, m).ratio() >= 0.6 for m in mine):
+            return True
+    return False
+
+
+def _sentences(h: Hunk) -> str:
+    """One sentence per side: what its edit did to base."""
+    return f"Upstream {_what(h.base, h.theirs)}; the fork {_what(h.base, h.ours)}."
+
+
+def _what(base: str, side: str) -> str:
+    b = [ln for ln in split_lines(base) if ln.strip()]
+    s = [ln for ln in split_lines(side) if ln.strip()]
+    added = [ln for ln in s if ln not in b]
+    removed = [ln for ln in b if ln not in s]
+    if _layout_only(base, side):
+        return "changed only the layout"
+    if added and not removed:
+        return f"added {_n(len(added), 'line')}"
+    if removed and not added:
+        return f"deleted {_n(len(removed), 'line')}"
+    if len(added) == len(removed) == 1:
+        return f"changed `{_short(removed[0])}` to `{_short(added[0])}`"
+    return f"changed {_n(max(len(added), len(removed)), 'line')}"
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def _short(line: str, limit: int = 60) -> str:
+    text = line.strip().replace("`", "'")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -101,9 +101,10 @@ def scan(plan_json: dict[str, Any], commit_files: dict[str, str | None],
             left.setdefault(region_key(r), []).append(r)
         for item in f.get("review_items", []):
             item_id = item["id"]
-            if item.get("tier") == "Settled" or item.get("kind") == "policy":
+            is_region = item.get("kind") == "conflict" and item.get("start_line") is not None
+            if item.get("kind") == "policy" or (item.get("tier") == "Settled" and not is_region):
                 continue
-            if item.get("kind") == "conflict" and item.get("start_line") is not None:
+            if is_region:
                 region = at_commit.get(item["start_line"])
                 key = region_key(region) if region is not None else (
                     item.get("ours", ""), item.get("base") or "", item.get("theirs", ""))

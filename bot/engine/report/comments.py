@@ -3,6 +3,7 @@ and a one-click suggestion for the anchored region, always within GitHub's limit
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from bot.engine.report.groups import id_ranges, pr_label, recommend, who_deleted
@@ -21,25 +22,59 @@ def _prs_line(item: Json, plan: Json | None) -> str:
 
 
 def _suggestion(item: Json) -> tuple[str, str] | None:
-    """The one-click replacement for the item's whole region, and what it does."""
-    if item.get("kind") != "conflict":
+    """The one-click replacement for the item's whole region, and what it does.
+
+    Only the engine's own proposal is offered: a Decide item without one gets no
+    suggestion block, since one side's text would silently drop the other side's edit.
+    """
+    if item.get("kind") != "conflict" or item.get("suggestion") is None:
         return None
-    if item.get("suggestion") is not None:
-        return item["suggestion"], "Proposed resolution (one click replaces the whole marker " \
-                                   "region):"
-    return item.get("theirs") or "", (
-        "No safe proposal. One click takes upstream's side (theirs); reply "
-        f"`/sync answer {item['id']} ours` to keep ours instead:")
+    what = ("A starting point that keeps both edits; check it before you commit it"
+            if item.get("tier") == "Decide" else "Proposed resolution")
+    return item["suggestion"], f"{what} (one click replaces the whole marker region):"
+
+
+def change_diff(old: str, new: str, old_name: str, new_name: str) -> str:
+    """A short unified diff of one side's change (one line of context)."""
+    lines = list(difflib.unified_diff(_diff_lines(old), _diff_lines(new), old_name, new_name,
+                                      n=1, lineterm=""))
+    return "\n".join(lines) + "\n" if lines else f"(no change from {old_name})\n"
+
+
+def _diff_lines(text: str) -> list[str]:
+    return [ln.rstrip("\r") for ln in text.split("\n")][: -1 if text.endswith("\n") else None]
 
 
 def _sides(item: Json, budget: int, url: str | None) -> str:
-    """ours / base / theirs in a closed ``<details>``, each cut to ``budget`` with a link."""
-    parts = ["<details><summary>ours / base / theirs</summary>", ""]
-    for label, key in (("ours (fork)", "ours"), ("base' (upstream at cutoff, translated)", "base"),
-                       ("theirs' (upstream at tip, translated)", "theirs")):
-        text, note = cut_side(item.get(key) or "", budget, url, label.split(" ")[0])
-        parts += [f"{label}:", fence(text)] + ([note] if note else [])
-    return "\n".join([*parts, "", "</details>"])
+    """What each side changed, as short diffs cut to ``budget`` with a link: open on a
+    Decide item, folded in a ``<details>`` otherwise. An add/add diffs the two versions."""
+    if item.get("rule") == "add/add":
+        text, note = cut_side(change_diff(item.get("ours") or "", item.get("theirs") or "",
+                                          "ours", "theirs"), budget, url, "the diff")
+        return "\n\n".join(["How upstream's version (theirs) differs from the fork's (ours):",
+                             fence(text, "diff"), *([note] if note else []),
+                             f"`/sync resolve {item['path']} ours` (or `theirs`) takes one "
+                             "side's whole file; the two are never glued together."])
+    parts = []
+    for label, key in (("Upstream's change (base → theirs):", "theirs"),
+                       ("The fork's change (base → ours):", "ours")):
+        diff = change_diff(item.get("base") or "", item.get(key) or "", "base", key)
+        text, note = cut_side(diff, budget, url, f"the {key} diff")
+        parts += [label, fence(text, "diff"), *([note] if note else [])]
+    if item.get("tier") == "Decide":
+        return "\n\n".join(parts)
+    return "\n\n".join(["<details><summary>what each side changed</summary>", *parts,
+                         "</details>"])
+
+
+def _answer_line(item: Json) -> str:
+    choices = [str(c) for c in item["choices"]]
+    if item.get("kind") == "conflict" and {"ours", "theirs"} <= set(choices):
+        return (f"Answer: `/sync answer {item['id']} ours` keeps the fork's side, "
+                f"`/sync answer {item['id']} theirs` takes upstream's"
+                + (f", `/sync answer {item['id']} suggested` commits the suggestion"
+                   if "suggested" in choices else "") + "; or edit the region by hand.")
+    return f"Answer: `/sync answer {item['id']} <{'|'.join(choices)}>`"
 
 
 def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: int,
@@ -67,9 +102,7 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
             out += [what, fence(text, "suggestion")]
         else:  # never cut a suggestion: a partial one would be a wrong one-click answer
             out.append("The proposal is too long to show in one comment; "
-                       f"`/sync answer {item['id']} "
-                       f"{'suggested' if item.get('suggestion') is not None else 'theirs'}` "
-                       "applies it.")
+                       f"`/sync answer {item['id']} suggested` applies it.")
     if item.get("kind") == "conflict":
         out.append(_sides(item, side_budget, url))
     elif item.get("theirs"):
@@ -78,7 +111,7 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
         if note:
             out.append(note)
     if item.get("choices"):
-        out.append(f"Answer: `/sync answer {item['id']} <{'|'.join(item['choices'])}>`")
+        out.append(_answer_line(item))
     return out
 
 
