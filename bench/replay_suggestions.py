@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""Replay real merges: forksync's suggestion for every conflict hunk against what people committed.
+
+For each merge commit M (parents P1, P2) listed in ``bench/replay_merges.txt``, git itself
+merges P1 and P2 (``git merge-tree --write-tree``, diff3 markers). Every conflict hunk goes
+through ``bot.engine.suggest.propose_region``, the function the classifier uses, and the
+proposal is compared with the text people committed in M at the same place, found by
+anchoring on the lines around the marker region. Precision is exact text, ignoring only
+trailing whitespace, because a suggestion commits exactly what it shows.
+
+Usage::
+
+    .venv/bin/python bench/replay_suggestions.py --clones DIR            # every set
+    .venv/bin/python bench/replay_suggestions.py --clones DIR --set dev  # one set
+    .venv/bin/python bench/replay_suggestions.py --clones DIR --find owner/name
+
+``DIR`` holds one clone per repository, as ``DIR/owner+name`` (a bare repository or one
+with a ``repo`` or ``.git`` directory inside) or ``DIR/name``. The clones stay out of this
+repository; only the list of merges is committed. ``--find`` scans a clone's merges and
+prints the conflicting ones in the list's format, to build or extend the list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bot.engine.git import CatFile, Git  # noqa: E402
+from bot.engine.markers import MarkerRegion, find_marker_regions_in_lines, split_lines  # noqa: E402
+from bot.engine.remerge import merge_words  # noqa: E402
+from bot.engine.suggest import propose_region  # noqa: E402
+from bot.errors import GitError  # noqa: E402
+
+MERGES = ROOT / "bench" / "replay_merges.txt"
+TIERS = ("Settled", "Confirm", "Decide")
+TARGETS = {"Settled": 0.97, "Confirm": 0.80}
+TARGET_COVERAGE = 0.40
+TARGET_ONE_CLICK = 0.30
+MAX_FILE = 1_000_000  # bytes: larger files are generated data, not code people merge by hand
+CONTEXT = 3  # lines of context on each side used to find the region in M
+MAX_CONTEXT = 8  # extended while the context has no line with real content
+
+
+@dataclass
+class Case:
+    """One conflict hunk: what forksync proposed and what people committed."""
+
+    set: str
+    repo: str
+    merge: str
+    path: str
+    line: int
+    tier: str
+    rule: str  # the rule that decided (Proposal.rule)
+    reason: str
+    suggested: bool
+    right: bool  # the suggestion equals the committed text
+    ours_right: bool
+    theirs_right: bool
+    # Layout-only hunks: would applying one side's layout to the other's content (the word
+    # merge) have been right? None for other hunks.
+    transfer_right: bool | None = None
+    ours: str = ""
+    base: str = ""
+    theirs: str = ""
+    suggestion: str | None = None
+    committed: str = ""
+
+
+@dataclass
+class MergeResult:
+    set: str
+    repo: str
+    merge: str
+    cases: list[Case] = field(default_factory=list)
+    files: int = 0
+    unanchored: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+
+# ---------------------------------------------------------------------------- git side
+
+
+def find_clone(clones: Path, repo: str) -> Path:
+    owner, _, name = repo.partition("/")
+    for candidate in (clones / f"{owner}+{name}", clones / name):
+        for sub in ("repo", ".git", ""):
+            path = candidate / sub if sub else candidate
+            if (path / "objects").is_dir() and (path / "HEAD").exists():
+                return path
+    raise SystemExit(f"replay: no clone of {repo} under {clones} (expected {owner}+{name}/)")
+
+
+def merge_tree(git: Git, p1: str, p2: str) -> tuple[str, dict[str, set[int]]]:
+    """git's own merge of the two parents: the tree (markers kept) and each path's stages."""
+    proc = git.run_proc("merge-tree", "--write-tree", "-z", p1, p2)
+    if proc.returncode not in (0, 1):
+        raise GitError(Git.describe_failure(["merge-tree"], proc.returncode, proc.stderr))
+    head, _, _messages = proc.stdout.partition(b"\0\0")
+    fields = head.split(b"\0")
+    stages: dict[str, set[int]] = defaultdict(set)
+    for entry in fields[1:]:
+        if not entry:
+            continue
+        info, _, path = entry.partition(b"\t")
+        stages[path.decode("utf-8", "surrogateescape")].add(int(info.split()[2]))
+    return fields[0].decode(), stages
+
+
+def _text(data: bytes) -> str | None:
+    if b"\0" in data[:8000] or len(data) > MAX_FILE:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+# ---------------------------------------------------------------------------- anchoring
+
+
+def _significant(lines: list[str]) -> bool:
+    return any(len(ln.strip()) >= 3 for ln in lines)
+
+
+def _key(line: str) -> str:
+    return line.rstrip()
+
+
+def context_before(lines: list[str], region: MarkerRegion, floor: int) -> list[str] | None:
+    """Up to CONTEXT lines above the region (more if they are all blank), not crossing
+    ``floor`` (the end of the previous region); None when nothing can anchor it."""
+    start = region.start_line - 1  # 0-based index of the <<<<<<< line
+    if start == 0:
+        return []
+    lo = start - CONTEXT
+    while lo > floor and lo > start - MAX_CONTEXT and not _significant(lines[max(lo, 0):start]):
+        lo -= 1
+    lo = max(lo, floor)
+    ctx = lines[lo:start]
+    return ctx if ctx and _significant(ctx) else None
+
+
+def context_after(lines: list[str], region: MarkerRegion, ceiling: int) -> list[str] | None:
+    end = region.end_line  # 0-based index of the line after >>>>>>>
+    if end >= len(lines):
+        return []
+    hi = end + CONTEXT
+    while hi < ceiling and hi < end + MAX_CONTEXT and not _significant(lines[end:hi]):
+        hi += 1
+    hi = min(hi, ceiling)
+    ctx = lines[end:hi]
+    return ctx if ctx and _significant(ctx) else None
+
+
+def _matches(hay: list[str], needle: list[str], at: int) -> bool:
+    return at >= 0 and at + len(needle) <= len(hay) and all(
+        _key(hay[at + i]) == _key(n) for i, n in enumerate(needle))
+
+
+def anchor(committed: list[str], before: list[str], after: list[str], expected: int,
+           limit: int) -> tuple[int, int] | None:
+    """Where the region's resolution sits in ``committed``: (first, end) line indices.
+
+    The resolution is what lies between an occurrence of ``before`` and the next
+    occurrence of ``after`` at most ``limit`` lines further; with several candidates
+    the one nearest to ``expected`` wins, and a tie is no anchor at all.
+    """
+    if before:
+        starts = [i + len(before) for i in range(len(committed) - len(before) + 1)
+                  if _matches(committed, before, i)]
+    else:
+        starts = [0]
+    found: list[tuple[int, int]] = []
+    for s in starts:
+        if not after:
+            if len(committed) - s <= limit:
+                found.append((s, len(committed)))
+            continue
+        for e in range(s, min(len(committed), s + limit) + 1):
+            if _matches(committed, after, e):
+                found.append((s, e))
+                break
+    if not found:
+        return None
+    found.sort(key=lambda se: abs(se[0] - expected))
+    if len(found) > 1 and abs(found[0][0] - expected) == abs(found[1][0] - expected) \
+            and found[0] != found[1]:
+        return None
+    return found[0]
+
+
+def same_text(a: str, b: str) -> bool:
+    """Equal but for trailing whitespace on each line (and at the end)."""
+    return [_key(x) for x in split_lines(a)] == [_key(x) for x in split_lines(b)]
+
+
+# ---------------------------------------------------------------------------- replay
+
+
+def replay_merge(set_name: str, repo: str, clone: str, sha: str) -> MergeResult:
+    started = time.perf_counter()
+    out = MergeResult(set_name, repo, sha)
+    git = Git(clone, config=["merge.conflictStyle=diff3"])
+    parents = git.text("rev-list", "--parents", "-n", "1", sha).split()[1:]
+    if len(parents) != 2:
+        out.skipped["not a two-parent merge"] += 1
+        return out
+    try:
+        tree, stages = merge_tree(git, parents[0], parents[1])
+    except GitError:
+        out.skipped["merge-tree failed (missing objects?)"] += 1
+        return out
+    with CatFile(git) as cat:
+        for path in sorted(stages):
+            st = stages[path]
+            if not {2, 3} <= st:
+                out.skipped["whole-file conflict (modify/delete, ...)"] += 1
+                continue
+            try:
+                merged = _text(cat.read(f"{tree}:{path}")[1])
+            except GitError:
+                out.skipped["no merged blob"] += 1
+                continue
+            if merged is None:
+                out.skipped["binary or large file"] += 1
+                continue
+            try:
+                resolved = _text(cat.read(f"{sha}:{path}")[1])
+            except GitError:
+                out.skipped["file deleted by the merge"] += 1
+                continue
+            if resolved is None:
+                out.skipped["resolution is binary or large"] += 1
+                continue
+            out.files += 1
+            out.cases += _replay_file(out, path, merged, resolved, added_both=1 not in st)
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def _replay_file(out: MergeResult, path: str, merged: str, resolved: str, *,
+                 added_both: bool) -> list[Case]:
+    lines = split_lines(merged)
+    committed = split_lines(resolved)
+    regions = find_marker_regions_in_lines(lines)
+    cases = []
+    shift = 0  # how far the committed file has moved relative to the merged one so far
+    for i, region in enumerate(regions):
+        floor = regions[i - 1].end_line if i else 0
+        ceiling = regions[i + 1].start_line - 1 if i + 1 < len(regions) else len(lines)
+        before = context_before(lines, region, floor)
+        after = context_after(lines, region, ceiling)
+        if before is None or after is None:
+            out.unanchored += 1
+            continue
+        size = len(split_lines(region.ours)) + len(split_lines(region.theirs)) \
+            + len(split_lines(region.base or ""))
+        where = anchor(committed, before, after, region.start_line - 1 + shift, size + 40)
+        if where is None:
+            out.unanchored += 1
+            continue
+        text = "".join(committed[where[0]:where[1]])
+        shift = where[1] - region.end_line
+        if find_marker_regions_in_lines(committed[where[0]:where[1]]) or any(
+                ln.startswith(("<<<<<<< ", ">>>>>>> ")) for ln in committed[where[0]:where[1]]):
+            out.skipped["hunk committed with its markers"] += 1
+            continue
+        prop = propose_region(lines, region, added_both=added_both)
+        suggested = prop.suggestion is not None
+        transfer = None
+        if "layout only" in prop.rule:
+            merged = merge_words(region.base or "", region.ours, region.theirs)
+            transfer = merged is not None and same_text(merged, text)
+        cases.append(Case(
+            out.set, out.repo, out.merge, path, region.start_line, prop.tier.value, prop.rule,
+            prop.reason,
+            suggested, suggested and same_text(prop.suggestion or "", text),
+            same_text(region.ours, text), same_text(region.theirs, text), transfer,
+            region.ours, region.base or "", region.theirs, prop.suggestion, text))
+    return cases
+
+
+def read_merges(path: Path, sets: set[str] | None) -> list[tuple[str, str, str]]:
+    out = []
+    for raw in path.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        set_name, repo, sha = line.split()
+        if sets is None or set_name in sets:
+            out.append((set_name, repo, sha))
+    return out
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def pct(n: int, d: int) -> str:
+    return f"{100 * n / d:5.1f}%" if d else "    –"
+
+
+def table(title: str, cases: list[Case], merges: int, files: int, unanchored: int) -> list[str]:
+    n = len(cases)
+    out = [f"== {title}: {merges} merges, {files} files, {n} hunks"
+           f" ({unanchored} more could not be found in the merge commit)",
+           f"{'tier':<10}{'hunks':>7}{'suggestion':>12}{'right':>7}{'precision':>11}"
+           f"{'target':>9}"]
+    for tier in TIERS:
+        group = [c for c in cases if c.tier == tier]
+        sug = sum(c.suggested for c in group)
+        right = sum(c.right for c in group)
+        target = TARGETS.get(tier)
+        verdict = ""
+        if target is not None and sug:
+            verdict = f"≥{target:.0%} " + ("ok" if right / sug >= target else "MISSED")
+        out.append(f"{tier:<10}{len(group):>7}{sug:>12}{right:>7}{pct(right, sug):>11}"
+                   f"   {verdict}")
+    sug = sum(c.suggested for c in cases)
+    right = sum(c.right for c in cases)
+    out.append(f"{'all':<10}{n:>7}{sug:>12}{right:>7}{pct(right, sug):>11}")
+    cov_ok = "ok" if n and sug / n >= TARGET_COVERAGE else "MISSED"
+    one_ok = "ok" if n and right / n >= TARGET_ONE_CLICK else "MISSED"
+    out.append(f"hunks with a suggestion: {pct(sug, n).strip()} (target ≥{TARGET_COVERAGE:.0%}"
+               f" {cov_ok}); right in one click: {pct(right, n).strip()} "
+               f"(target ≥{TARGET_ONE_CLICK:.0%} {one_ok})")
+    ours = sum(c.ours_right for c in cases)
+    theirs = sum(c.theirs_right for c in cases)
+    either = sum(c.ours_right or c.theirs_right for c in cases)
+    out.append(f"baselines over all hunks: take ours {pct(ours, n).strip()}, take theirs "
+               f"{pct(theirs, n).strip()}, either side {pct(either, n).strip()}")
+    layout = [c for c in cases if c.transfer_right is not None]
+    if layout:
+        out.append(f"layout-only hunks: {len(layout)}; the content side as it is was right in "
+                   f"{sum(c.right for c in layout)}, its content in the other side's layout "
+                   f"in {sum(bool(c.transfer_right) for c in layout)}")
+    return out
+
+
+def report(results: list[MergeResult], *, by_repo: bool) -> str:
+    out: list[str] = []
+    for set_name in sorted({r.set for r in results}):
+        rs = [r for r in results if r.set == set_name]
+        cases = [c for r in rs for c in r.cases]
+        out += table(f"set {set_name}", cases, len(rs), sum(r.files for r in rs),
+                     sum(r.unanchored for r in rs))
+        if by_repo:
+            for repo in sorted({r.repo for r in rs}):
+                rr = [r for r in rs if r.repo == repo]
+                out += ["", *table(f"  {set_name} · {repo}", [c for r in rr for c in r.cases],
+                                   len(rr), sum(r.files for r in rr),
+                                   sum(r.unanchored for r in rr))]
+        out.append("")
+    rules: Counter[tuple[str, str, bool]] = Counter(
+        (c.tier, c.rule, c.right) for r in results for c in r.cases)
+    if rules:
+        out.append("hunks by rule: right / hunks (take ours right, take theirs right)")
+        for tier, rule in sorted({(t, why) for t, why, _ in rules}, key=lambda k: (
+                TIERS.index(k[0]), k[1])):
+            group = [c for r in results for c in r.cases if c.tier == tier and c.rule == rule]
+            ok = sum(c.right for c in group)
+            out.append(f"  {tier:<8} {ok:>5}/{len(group):<5} {pct(ok, len(group))}  {rule:<28}"
+                       f"(ours {sum(c.ours_right for c in group)}, "
+                       f"theirs {sum(c.theirs_right for c in group)})")
+    skipped: Counter[str] = Counter()
+    for r in results:
+        skipped.update(r.skipped)
+    if skipped:
+        out.append("not replayed: " + ", ".join(f"{v} {k}" for k, v in skipped.most_common()))
+    secs = [r.seconds for r in results if r.seconds]
+    if secs:
+        out.append(f"time per merge: median {statistics.median(secs):.2f} s "
+                   f"(min {min(secs):.2f}, max {max(secs):.2f})")
+    return "\n".join(out)
+
+
+def show_misses(results: list[MergeResult], tier: str, limit: int) -> str:
+    out = []
+    misses = [c for r in results for c in r.cases if c.tier == tier and c.suggested
+              and not c.right]
+    for c in misses[:limit]:
+        out.append(f"--- {c.repo}@{c.merge[:12]}:{c.path}:{c.line} [{c.reason}]")
+        for name, text in (("ours", c.ours), ("base", c.base), ("theirs", c.theirs),
+                           ("suggested", c.suggestion or ""), ("committed", c.committed)):
+            out.append(f"  [{name}]")
+            out += [f"    |{ln.rstrip()}" for ln in split_lines(text)[:30]]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- find
+
+
+def find(clone: Path, repo: str, set_name: str, limit: int, rev: str) -> Iterator[str]:
+    """Merges under ``rev`` whose replay has at least one text conflict, newest first."""
+    git = Git(clone, config=["merge.conflictStyle=diff3"])
+    lines = git.text("rev-list", "--merges", "--parents", rev).splitlines()
+    found = 0
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 3:
+            continue
+        try:
+            _tree, stages = merge_tree(git, parts[1], parts[2])
+        except GitError:
+            continue
+        if any({1, 2, 3} <= st for st in stages.values()):
+            found += 1
+            yield f"{set_name} {repo} {parts[0]}"
+            if found >= limit:
+                return
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clones", type=Path, default=os.environ.get("FORKSYNC_CLONES"),
+                    help="the directory of clones (default: $FORKSYNC_CLONES)")
+    ap.add_argument("--merges", type=Path, default=MERGES)
+    ap.add_argument("--set", action="append", help="replay only this set (repeatable)")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--by-repo", action="store_true", help="also one table per repository")
+    ap.add_argument("--misses", metavar="TIER", help="print wrong suggestions of this tier")
+    ap.add_argument("--limit", type=int, default=20, help="how many misses, or merges to find")
+    ap.add_argument("--json", type=Path, help="write every hunk's record to this file")
+    ap.add_argument("--find", metavar="OWNER/NAME", help="list conflicting merges of a clone")
+    ap.add_argument("--find-set", default="dev")
+    ap.add_argument("--rev", default="HEAD", help="with --find: the history to scan")
+    args = ap.parse_args(list(argv) if argv is not None else None)
+    if args.clones is None:
+        ap.error("name the directory of clones with --clones DIR (or FORKSYNC_CLONES)")
+    args.clones = Path(args.clones)
+
+    if args.find:
+        for line in find(find_clone(args.clones, args.find), args.find, args.find_set,
+                         args.limit, args.rev):
+            print(line, flush=True)
+        return 0
+    merges = read_merges(args.merges, set(args.set) if args.set else None)
+    jobs = [(s, repo, str(find_clone(args.clones, repo)), sha) for s, repo, sha in merges]
+    started = time.perf_counter()
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            results = list(pool.map(replay_merge, *zip(*jobs, strict=True), chunksize=4))
+    else:
+        results = [replay_merge(*job) for job in jobs]
+    print(report(results, by_repo=args.by_repo))
+    print(f"replayed {len(results)} merges in {time.perf_counter() - started:.1f} s")
+    if args.misses:
+        print(show_misses(results, args.misses, args.limit))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(c) for r in results for c in r.cases],
+                                        indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
