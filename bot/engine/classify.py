@@ -288,7 +288,9 @@ class Classifier:
                        "theirs": _entry_json(self._entry(self.theirs, r.path))},
             )]
         items = []
-        added_both = "add/add" in r.note  # git's "CONFLICT (add/add)": no base version
+        # No stage 1 in git's index entries: neither side had the file at base (add/add).
+        stages = {stage for _mode, _oid, stage in self.o.conflicts.get(r.path, [])}
+        added_both = bool(stages) and 1 not in stages
         for region in regions:
             base = region.base or ""
             prop = propose_region(lines, region, added_both=added_both)

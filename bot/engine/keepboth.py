@@ -33,8 +33,9 @@ def same_keys(ours: str, theirs: str) -> set[str]:
     return keys(ours) & keys(theirs)
 
 
-def keep_both(ours: str, theirs: str, before: list[str], after: list[str]) -> Both:
-    """Both additions, in the order the surroundings suggest."""
+def keep_both(ours: str, theirs: str, before: list[str], after: list[str]) -> Both | None:
+    """Both additions, in the order the surroundings suggest; None when they are two
+    values for the same names rather than two additions."""
     o, t = split_lines(ours), split_lines(theirs)
     if _contains(o, t):
         return Both(ours, "which is the fork's addition: upstream's lines are already in it",
@@ -42,6 +43,8 @@ def keep_both(ours: str, theirs: str, before: list[str], after: list[str]) -> Bo
     if _contains(t, o):
         return Both(theirs, "which is upstream's addition: the fork's lines are already in it",
                     True)
+    if same_keys(ours, theirs):
+        return None
     sorted_text = _sorted_union(o, t, before, after)
     if sorted_text is not None:
         return Both(sorted_text, "in sorted order, like the lines around them", True)

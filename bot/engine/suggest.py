@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from bot.engine.keepboth import keep_both, same_keys
+from bot.engine.keepboth import keep_both
 from bot.engine.markers import MarkerRegion, split_lines
 from bot.engine.model import Tier
 from bot.engine.remerge import Chunk, changed_lines, merge_lines, merge_words
@@ -158,12 +158,11 @@ def _remerge(h: Hunk) -> Proposal:
                         choices=("suggested", "ours"), rule="already in theirs")
     sides = _sentences(h)
     large = max(len(split_lines(h.ours)), len(split_lines(h.theirs))) > LARGE_LINES
-    if res.both_added:
-        sure = res.both_added_sure and not res.words and not large
-        return Proposal(Tier.CONFIRM if sure else Tier.DECIDE,
-                        f"both sides added lines here; keeps both, {res.both_added}"
-                        + ("" if sure else " (the order is a guess)") + f". {sides}", res.text,
-                        question="Keep both additions, in this order?",
+    if res.both_added and not large:
+        sure = res.both_added_sure and not res.words
+        return Proposal(Tier.CONFIRM, f"both sides added lines here; keeps both, "
+                        f"{res.both_added}" + ("" if sure else " (the order is a guess)")
+                        + f". {sides}", res.text, question="Keep both additions, in this order?",
                         choices=("suggested", "ours", "theirs"),
                         rule="keep both" if sure else "keep both, order unsure")
     how = "word by word" if res.words else "line by line"
@@ -210,9 +209,10 @@ def _sub_change(base: str, small: str, big: str) -> bool:
 
 def _resolve(chunk: Chunk, res: _Resolved, before: list[str], after: list[str]) -> bool:
     """Resolve one chunk that still conflicts line by line; False if it cannot be."""
-    if not chunk.base.strip() and chunk.ours.strip() and chunk.theirs.strip() \
-            and not same_keys(chunk.ours, chunk.theirs):
+    if not chunk.base.strip() and chunk.ours.strip() and chunk.theirs.strip():
         both = keep_both(chunk.ours, chunk.theirs, before, after)
+        if both is None:
+            return False
         res.text += both.text
         res.both_added = both.how
         res.both_added_sure = res.both_added_sure and both.sure
