@@ -56,14 +56,16 @@ def edit(text: str, changes: dict[int, str]) -> str:
 
 
 def build_scenario(root: Path) -> Scenario:
-    """Upstream + translated fork; the fork changed lines that upstream is about to change."""
+    """Upstream + translated fork; the fork changed lines that upstream is about to change
+    (beta_10) and lines right next to them (alpha_4, beta_29): git conflicts on all three,
+    and the finer re-merge has a suggestion for the two neighbours."""
     s = Scenario(root, config=PLAIN_CONFIG)
     s.upstream_pr(4, "Add tables", "dana", files={"slime/table_a.py": table("alpha"),
                                                   "slime/table_b.py": table("beta")})
     s.sync_fork()
     s.fork_commit("Fork: tune the tables", {
-        A: edit(table("alpha"), {5: "alpha_5 = 50  # fork"}),
-        B: edit(table("beta"), {10: "beta_10 = 100  # fork", 30: "beta_30 = 300  # fork"})})
+        A: edit(table("alpha"), {4: "alpha_4 = 40  # fork"}),
+        B: edit(table("beta"), {10: "beta_10 = 100  # fork", 29: "beta_29 = 290  # fork"})})
     return s
 
 
@@ -279,13 +281,21 @@ async def test_upstream_merge_opens_a_draft_pr_with_one_review_and_a_failing_che
     (review,) = sim.reviews(FORK, pr.number)
     assert review.state == "COMMENTED" and review.commit_id == commit1
     assert f"<!-- forksync:review {commit1} -->" in review.body
-    comments = sim.review_comments(FORK, pr.number)
-    assert sorted(c.path for c in comments) == [A, B, B]
+    comments = sorted(sim.review_comments(FORK, pr.number), key=lambda c: (c.path, c.line))
+    assert [c.path for c in comments] == [A, B, B]
     for c in comments:
         assert c.side == "RIGHT" and c.start_side == "RIGHT" and c.start_line < c.line
         region = world.file_at(commit1, c.path).splitlines()[c.start_line - 1:c.line]
         assert region[0].startswith("<<<<<<<") and region[-1].startswith(">>>>>>>")
-        assert "```suggestion" in c.body
+    on_a, same_line, next_line = comments
+    # Edits on neighbouring lines: a Confirm with both edits in one click.
+    assert suggestion_of(on_a.body) == "alpha_4 = 40  # fork\nalpha_5 = 5000  # upstream\n"
+    assert "· Confirm**" in next_line.body and "```suggestion" in next_line.body
+    # The same line changed twice: a Decide with both changes shown and no side offered.
+    assert "· Decide**" in same_line.body and "```suggestion" not in same_line.body
+    assert "+beta_10 = 1000  # upstream" in same_line.body
+    assert "+beta_10 = 100  # fork" in same_line.body
+    assert "2 of 3 conflict hunks have a one-click suggestion" in pr.body
 
     run = world.check(commit1)
     assert run.status == "completed" and run.conclusion == "failure"

@@ -129,6 +129,12 @@ def test_keep_both_keeps_every_line_of_both_sides_including_shared_ones() -> Non
     assert p.tier is Tier.CONFIRM and "the order is a guess" in p.reason
 
 
+def test_keep_both_joins_two_runs_of_flat_lines_with_one_separator() -> None:
+    # Each side adds an import and the blank line that ends the imports: kept once.
+    p = propose("import pytest\n\n", "", "from typing import List\n\n")
+    assert p.suggestion == "import pytest\nfrom typing import List\n\n"
+
+
 def test_keep_both_keeps_a_sorted_list_sorted() -> None:
     before = ("from vllm.layers import awq\n", "from vllm.layers import fp8\n")
     after = ("from vllm.layers import marlin\n", "from vllm.layers import tpu\n")
