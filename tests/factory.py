@@ -796,6 +796,10 @@ def make_demo(directory: str | Path) -> Scenario:
     s.fork_commit("Fork: default epochs 2", {
         args: s.fork_file(args).decode().replace('"--num-epochs", type=int, default=1',
                                                  '"--num-epochs", type=int, default=2')})
+    s.fork_commit("Fork: vLLM's name for the data parallel size", {
+        args: s.fork_file(args).decode().replace(
+            '"--vllm-dp-size", type=int, default=1)',
+            '"--vllm-data-parallel-size", type=int, default=1)')})
 
     # The window.
     up_engine = "slime/backends/sglang_utils/sglang_engine.py"

@@ -93,6 +93,7 @@ def _header(plan: Json, behind: int, posted: int | None) -> list[str]:
         out[-1] += (f" {posted} of {len(items)} review item{'s' if len(items) != 1 else ''} "
                     f"{'have' if posted != 1 else 'has'} a review thread"
                     + (", with a one-click suggestion where there is one." if posted else "."))
+    out[-1] += _suggestion_count(items)
     if behind:
         out += ["", f"> [!NOTE]\n> **Behind upstream by {behind} PR{'s' if behind != 1 else ''}"
                 "** merged since this window's tip. Comment `/sync extend` to fold them in; "
@@ -125,6 +126,21 @@ def _checklist(plan: Json, resolved: set[str], answers: dict[str, str]) -> list[
     return out
 
 
+def _suggestion_count(items: list[Json]) -> str:
+    """What the review offers, counted: never more than there is."""
+    hunks = [i for i in items if i.get("kind") == "conflict"]
+    if not hunks:
+        return ""
+    offered = sum(1 for i in hunks if i.get("suggestion") is not None)
+    rest = ("what each side changed and are answered with `/sync answer <Qn> ours|theirs` "
+            "or resolved by hand.")
+    if not offered:
+        return f" No conflict hunk has a one-click suggestion: each shows {rest}"
+    return (f" {offered} of {len(hunks)} conflict hunk{'s' if len(hunks) != 1 else ''} "
+            f"{'has' if offered == 1 else 'have'} a one-click suggestion"
+            + (f"; the others show {rest}" if offered < len(hunks) else "."))
+
+
 def _state(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
     if item["id"] in answers:
         return f" — **answered: {answers[item['id']]}**"
@@ -133,9 +149,14 @@ def _state(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
     return ""
 
 
+def _detail(item: Json) -> str:
+    """A Decide item asks its question; Confirm and Settled say what the proposal does."""
+    asks = item["tier"] == "Decide" and item.get("question")
+    return str(item["question"] if asks else item["reason"])
+
+
 def _decision_line(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
-    asks = item["tier"] != "Settled" and item.get("question")
-    text = item["question"] if asks else item["reason"]
+    text = _detail(item)
     prs = f" ({_prs(item['prs'])})" if item["prs"] else ""
     return (f"- **{item['id']}** {_code(item['path'])}{_lines(item)}: {text}{prs}"
             f"{_state(item, answers, resolved)}")
@@ -166,8 +187,7 @@ def _group_lines(g: Group, answers: dict[str, str], resolved: set[str],
     for item in g.items:
         where = f"{_code(item['path'])}{_lines(item)}"
         own, _ = recommend(item)
-        detail = item.get("question") if item["tier"] != "Settled" and item.get("question") \
-            else item["reason"]
+        detail = _detail(item)
         tail = f" — {own}" if len(g.items) > 1 and own != g.action else ""
         out.append(f"  - {item['id']} {where}: {detail}{tail}{_state(item, answers, resolved)}")
     return out
