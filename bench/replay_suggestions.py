@@ -350,6 +350,18 @@ def table(title: str, cases: list[Case], merges: int, files: int, unanchored: in
     return out
 
 
+def rule_table(cases: list[Case]) -> list[str]:
+    out = ["hunks by rule: right / hunks (take ours right, take theirs right)"]
+    for tier, rule in sorted({(c.tier, c.rule) for c in cases},
+                             key=lambda k: (TIERS.index(k[0]), k[1])):
+        group = [c for c in cases if c.tier == tier and c.rule == rule]
+        ok = sum(c.right for c in group)
+        out.append(f"  {tier:<8} {ok:>5}/{len(group):<5} {pct(ok, len(group))}  {rule:<28}"
+                   f"(ours {sum(c.ours_right for c in group)}, "
+                   f"theirs {sum(c.theirs_right for c in group)})")
+    return out
+
+
 def report(results: list[MergeResult], *, by_repo: bool) -> str:
     out: list[str] = []
     for set_name in sorted({r.set for r in results}):
@@ -363,18 +375,8 @@ def report(results: list[MergeResult], *, by_repo: bool) -> str:
                 out += ["", *table(f"  {set_name} · {repo}", [c for r in rr for c in r.cases],
                                    len(rr), sum(r.files for r in rr),
                                    sum(r.unanchored for r in rr))]
+        out += rule_table(cases)
         out.append("")
-    rules: Counter[tuple[str, str, bool]] = Counter(
-        (c.tier, c.rule, c.right) for r in results for c in r.cases)
-    if rules:
-        out.append("hunks by rule: right / hunks (take ours right, take theirs right)")
-        for tier, rule in sorted({(t, why) for t, why, _ in rules}, key=lambda k: (
-                TIERS.index(k[0]), k[1])):
-            group = [c for r in results for c in r.cases if c.tier == tier and c.rule == rule]
-            ok = sum(c.right for c in group)
-            out.append(f"  {tier:<8} {ok:>5}/{len(group):<5} {pct(ok, len(group))}  {rule:<28}"
-                       f"(ours {sum(c.ours_right for c in group)}, "
-                       f"theirs {sum(c.theirs_right for c in group)})")
     skipped: Counter[str] = Counter()
     for r in results:
         skipped.update(r.skipped)

@@ -126,7 +126,7 @@ def test_keep_both_keeps_every_line_of_both_sides_including_shared_ones() -> Non
     assert p.suggestion == ours + theirs
     assert p.suggestion.count("  end\n") == 2 and p.suggestion.count("\n\n") == 2
     assert "the fork's lines first, then upstream's" in p.reason
-    assert p.tier is Tier.CONFIRM and "the order is a guess" in p.reason
+    assert p.tier is Tier.DECIDE and "the order is a guess" in p.reason
 
 
 def test_keep_both_joins_two_runs_of_flat_lines_with_one_separator() -> None:

@@ -42,7 +42,7 @@ CASES = [
               base="", theirs="  def invites\n    Invite.mine\n  end\n\n",
               before=("  private\n", "\n"), after=("end\n",)),
          "  def set_pack\n    use_pack 'x'\n  end\n\n  def invites\n    Invite.mine\n  end\n\n",
-         Tier.CONFIRM),
+         Tier.DECIDE),  # the order is a guess: offered as a starting point
     Case("glitch-soc/mastodon@bf94a43496:config/settings.yml",
          # Two values for one setting: a choice, never two lines.
          Hunk(ours="  show_app: false\n", base="", theirs="  show_app: true\n"),
@@ -95,4 +95,4 @@ def test_replayed_conflict(case: Case) -> None:
     assert p.tier is case.tier, p.reason
     assert p.suggestion == case.committed
     if p.tier is Tier.DECIDE:
-        assert p.choices == ("ours", "theirs")
+        assert {"ours", "theirs"} <= set(p.choices) and p.suggestion != case.hunk.theirs

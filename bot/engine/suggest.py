@@ -159,10 +159,16 @@ def _remerge(h: Hunk) -> Proposal:
     sides = _sentences(h)
     large = max(len(split_lines(h.ours)), len(split_lines(h.theirs))) > LARGE_LINES
     if res.both_added and not large:
+        # Measured: with the order read from the surroundings people keep both as proposed
+        # about as often as other Confirm items; with the order guessed, far less often.
         sure = res.both_added_sure and not res.words
-        return Proposal(Tier.CONFIRM, f"both sides added lines here; keeps both, "
-                        f"{res.both_added}" + ("" if sure else " (the order is a guess)")
-                        + f". {sides}", res.text, question="Keep both additions, in this order?",
+        return Proposal(Tier.CONFIRM if sure else Tier.DECIDE,
+                        f"both sides added lines here; keeps both, {res.both_added}"
+                        + ("" if sure else " (the order is a guess; often only one side "
+                           "is kept)") + f". {sides}", res.text,
+                        question="Keep both additions, in this order?" if sure else
+                        "Both sides added lines here. Keep both (the suggestion), only ours, "
+                        "only upstream's, or combine them by hand?",
                         choices=("suggested", "ours", "theirs"),
                         rule="keep both" if sure else "keep both, order unsure")
     how = "word by word" if res.words else "line by line"
