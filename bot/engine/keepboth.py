@@ -9,6 +9,7 @@ the two blocks, from the surroundings.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.engine.markers import split_lines
@@ -107,7 +108,7 @@ def _sorted_union(o: list[str], t: list[str], before: list[str],
     It must look like a list: single lines at one indentation, each side's lines sorted,
     and at least two neighbours above or below that are sorted with them.
     """
-    items = [ln for ln in o + t]
+    items = o + t
     if any(not ln.strip() for ln in items) or not all(ln.endswith("\n") for ln in items):
         return None
     indent = _indent(items[0])
@@ -129,10 +130,10 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def _neighbours(lines: object, indent: str) -> list[str]:
+def _neighbours(lines: Iterable[str], indent: str) -> list[str]:
     """The run of non-blank lines at ``indent`` next to the region (nearest first)."""
     out: list[str] = []
-    for ln in lines:  # type: ignore[attr-defined]
+    for ln in lines:
         if not ln.strip() or _indent(ln) != indent:
             break
         out.append(ln)

@@ -113,17 +113,3 @@ def merge_words(base: str, ours: str, theirs: str) -> str | None:
     if any(c.conflict for c in chunks):
         return None
     return "".join(c.text for c in chunks)
-
-
-def changed_lines(base: str, side: str) -> set[float]:
-    """Which lines of ``base`` the side changed (n) or inserted before (n - 0.5)."""
-    b, s = split_lines(base), split_lines(side)
-    out: set[float] = set()
-    for tag, i1, i2, _j1, _j2 in _Patience(None, b, s).get_opcodes():
-        if tag == "equal":
-            continue
-        if i1 == i2:
-            out.add(i1 - 0.5)
-        else:
-            out.update(range(i1, i2))
-    return out

@@ -12,7 +12,6 @@ The tiers are promises, measured on real merges (``bench/replay_suggestions.py``
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from bot.engine.keepboth import keep_both
 from bot.engine.markers import MarkerRegion, split_lines
 from bot.engine.model import Tier
-from bot.engine.remerge import Chunk, changed_lines, merge_lines, merge_words
+from bot.engine.remerge import Chunk, merge_lines, merge_words
 
 _WS = re.compile(r"\s+")
 CONTEXT_LINES = 8  # lines of the merged file on each side of a region that rules may read
@@ -131,8 +130,6 @@ def _decide(reason: str, rule: str, suggestion: str | None = None) -> Proposal:
 class _Resolved:
     text: str
     words: bool = False  # some chunk needed the word-level merge
-    same_lines: bool = False  # ... and there both sides edited the same line
-    deletes: bool = False  # one side deleted lines the other kept as they were
     both_added: str = ""  # how a keep-both was ordered, if one was needed
     both_added_sure: bool = True
 
@@ -228,26 +225,7 @@ def _resolve(chunk: Chunk, res: _Resolved, before: list[str], after: list[str]) 
         return False
     res.text += words
     res.words = True
-    if changed_lines(chunk.base, chunk.ours) & changed_lines(chunk.base, chunk.theirs):
-        res.same_lines = True
-    if _deletes(chunk.base, chunk.ours, chunk.theirs) or \
-            _deletes(chunk.base, chunk.theirs, chunk.ours):
-        res.deletes = True
     return True
-
-
-def _deletes(base: str, side: str, other: str) -> bool:
-    """``side`` deleted a line of base (nothing like it is left) that ``other`` kept as it
-    was: people often keep such a line, so the merge is less sure."""
-    kept = {ln.strip() for ln in split_lines(other)}
-    mine = [ln.strip() for ln in split_lines(side) if ln.strip()]
-    for line in split_lines(base):
-        key = line.strip()
-        if not key or key not in kept or key in mine:
-            continue
-        if not any(difflib.SequenceMatcher(None, key, m).ratio() >= 0.6 for m in mine):
-            return True
-    return False
 
 
 def _sentences(h: Hunk) -> str:
