@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import patiencediff
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -211,3 +213,21 @@ def test_tiers_keep_their_promises(ours: str, base: str, theirs: str) -> None:
     if p.tier is Tier.SETTLED:
         assert [ln.rstrip() for ln in split_lines(ours)] == \
             [ln.rstrip() for ln in split_lines(theirs)]
+
+
+def test_when_patience_gives_up_difflib_aligns_the_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    # patiencediff's Rust build panics past its recursion limit; the panic reaches Python
+    # as a BaseException. The line merge must still answer.
+    class Panic(BaseException):
+        pass
+
+    class GivesUp:
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def get_matching_blocks(self) -> list[tuple[int, int, int]]:
+            raise Panic("Max recursion depth reached")
+
+    monkeypatch.setattr(patiencediff, "PatienceSequenceMatcher", GivesUp)
+    chunks = merge_lines("a\nb\nc\nd\n", "a\nB\nc\nd\n", "a\nb\nc\nD\n")
+    assert "".join(c.text for c in chunks) == "a\nB\nc\nD\n"
