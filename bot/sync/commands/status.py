@@ -29,8 +29,9 @@ def status_text(plan_json: dict[str, Any], sync: dict[str, Any]) -> str:
     else:
         remaining = initial_remaining(plan_json, answers)
     regions_left = [r for r in remaining if r.marker]
+    # Every conflict region counts, Settled ones too: their markers stay until committed.
     region_total = sum(1 for i in items if i.get("kind") == "conflict"
-                       and i.get("start_line") is not None and i.get("tier") != "Settled")
+                       and i.get("start_line") is not None)
     unknown = sum(1 for r in regions_left if r.item_id is None)
     left = len(regions_left) - unknown
     open_questions = [str(r.item_id) for r in remaining if not r.marker and r.item_id]
