@@ -117,4 +117,8 @@ def test_a_group_comment_names_every_id_and_one_command() -> None:
     text = render_comment(copy.deepcopy(items), _plan())
     assert text.startswith("**Q3-Q4**: 2 review items in this thread.")
     assert "`/sync answer Q3-Q4 theirs`" in text
+    assert "```suggestion" not in text  # a Decide item without a proposal offers no side
+    for item in items:
+        item["suggestion"] = f"y\nz{item['id']}\n"
+    text = render_comment(copy.deepcopy(items), _plan())
     assert text.count("suggestion\n") == 1  # only the anchored region gets a suggestion
