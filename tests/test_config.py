@@ -233,7 +233,21 @@ BAD_CONFIGS = [
         "upstream: {repo: a/b}\ntranslate:\n  replace:\n    - {from: 'a*', to: b, regex: true}\n",
         4,
         "translate.replace[0].from",
-        "at least one character",
+        "cannot match empty text",
+    ),
+    (
+        # Both problems: the one that hangs is named (fixing only the `*` would not help).
+        "upstream: {repo: a/b}\ntranslate:\n  replace:\n"
+        "    - {from: '^(\\d+)*$', to: b, regex: true}\n",
+        4,
+        "translate.replace[0].from",
+        "backtrack catastrophically",
+    ),
+    (
+        "upstream: {repo: a/b}\nflags:\n  - {pattern: '(.*a){12}', say: hm}\n",
+        3,
+        "flags[0].pattern",
+        "backtrack catastrophically",
     ),
     (
         "upstream: {repo: a/b}\ntranslate:\n  keep:\n    - 'x(a+)+'\n",
@@ -467,6 +481,12 @@ def test_fingerprint_changes_with_any_effective_setting(old: str, new: str) -> N
         r"((a+)b?)+",
         r"(?i)(ab|AB)+",  # the same text once case is folded
         r"(a+){10,}",
+        r"^(\d+)*$",
+        r"(.*a){12}",  # polynomial of degree 12: each repetition can end at any `a`
+        r"(.*,)+",
+        r"(\w+_)+",
+        r"(?:\s*#.*)+",
+        r"((?:.*)x){10}",
     ],
 )
 def test_redos_shapes_are_refused(pattern: str) -> None:
@@ -487,6 +507,11 @@ def test_redos_shapes_are_refused(pattern: str) -> None:
         r"(a+){1,3}",
         r"\w+\s+\w+",
         r"(?>a+)+",
+        r"([^,]*,){12}",  # the usual fix of `(.*,){12}`: `[^,]` never eats the `,`
+        r"(\w+\.)+\w+",
+        r"(?:\d+\.){3}\d+",
+        r"(?>.*a){12}",
+        r"^\d+$",
     ],
 )
 def test_safe_patterns_are_accepted(pattern: str) -> None:

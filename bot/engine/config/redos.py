@@ -225,6 +225,27 @@ class _Analysis:
         return sig, False
 
 
+    def follows(self, seq: Any, after: Chars) -> Iterator[tuple[tuple[Any, Any], Chars]]:
+        """Every item in `seq` (depth first) with the characters that can come right after it.
+
+        `after` is what can follow `seq` itself. Atomic groups, possessive repeats and
+        lookarounds are not entered: nothing backtracks into them.
+        """
+        for i, item in enumerate(seq):
+            rest = seq[i + 1 :]
+            follow = self.first(rest) | (after if self.nullable(rest) else frozenset())
+            yield item, follow
+            op, av = _op(item), item[1]
+            if op == "SUBPATTERN":
+                yield from self.follows(av[3], follow)
+            elif op == "BRANCH":
+                for branch in av[1]:
+                    yield from self.follows(branch, follow)
+            elif op in ("MAX_REPEAT", "MIN_REPEAT"):
+                again = self.first(av[2]) if av[1] > 1 else frozenset()
+                yield from self.follows(av[2], follow | again)
+
+
 def _big(max_repeat: int) -> bool:
     return bool(max_repeat == _C.MAXREPEAT or max_repeat >= _BIG_REPEAT)
 
@@ -245,6 +266,11 @@ def redos_reason(pattern: str) -> str | None:
       `(\\.\\w+)+` is fine: every iteration starts with a `.` that `\\w` never eats.
     - an alternation whose alternatives can match the same text, or one a
       prefix of another: `(a|a)*`, `(a|ab)+`, `(\\d+|\\w+)*`.
+    - a repeat anywhere inside it that can also consume what follows it,
+      there or in the next repetition: `(.*a){12}`, `(.*,)+`, `(\\w+_)+`.
+      Each repetition can then end at many places, and a failing match tries
+      every way of cutting the text (polynomial with a high power, or worse).
+      `([^,]*,){12}` is fine: `[^,]` never eats the `,` that ends it.
 
     This is a heuristic: it may refuse a harmless pattern and cannot prove a
     pattern safe, which is why matching also runs under a time limit.
@@ -269,6 +295,11 @@ def _redos_reason(pattern: str) -> str | None:
         body = av[2]
         if analysis.tails(body) & analysis.first(body):
             return "a repeated group ends with a repeat that can also start the next repetition"
+        for inner, follow in analysis.follows(body, analysis.first(body)):
+            if str(inner[0]) in ("MAX_REPEAT", "MIN_REPEAT") and _big(inner[1][1]) \
+                    and analysis.consumable(inner[1][2]) & follow:
+                return ("a repeated group holds a repeat that can also consume what follows "
+                        "it, so the text can be split between repetitions in many ways")
         for bop, bav in _walk(body):
             if str(bop) != "BRANCH":
                 continue

@@ -45,11 +45,11 @@ def scoped_source(pattern: str) -> str:
 def check_regex(pattern: str, *, allow_empty: bool = False) -> None:
     """Raise RegexProblem unless `pattern` is a safe, combinable Python regex.
 
-    Refused: syntax errors; matches of the empty string (an empty keep or
-    replace match would shadow every rule after it at that position);
-    backreferences (rules are combined into one alternation, which renumbers
-    groups); global flags other than leading i/m/s/x; and the shapes that
-    backtrack catastrophically (see `redos_reason`).
+    Refused: syntax errors; backreferences (rules are combined into one
+    alternation, which renumbers groups); global flags other than leading
+    i/m/s/x; the shapes that backtrack catastrophically (see `redos_reason`);
+    and matches of the empty string (an empty keep or replace match would
+    shadow every rule after it at that position).
     """
     try:
         _check_regex(pattern, allow_empty)
@@ -82,11 +82,15 @@ def _check_regex(pattern: str, allow_empty: bool) -> None:
             "expected a regex without backreferences (\\1, (?P=name), (?(1)...)): "
             "rules are combined into one scan"
         )
-    if not allow_empty and parsed.getwidth()[0] == 0:
-        raise RegexProblem("expected a regex that matches at least one character")
+    # Catastrophic backtracking first: it is the graver problem, and a pattern with both
+    # (`^(\d+)*$`) fixed only for the empty match (`^(\d+)+$`) would still hang.
     reason = redos_reason(pattern)
     if reason:
         raise RegexProblem(f"expected a regex that cannot backtrack catastrophically: {reason}")
+    if not allow_empty and parsed.getwidth()[0] == 0:
+        raise RegexProblem(
+            "expected a regex that cannot match empty text (this one can, e.g. on an empty "
+            "line); use + instead of * or ? where at least one character must match")
     try:
         _regex.compile(scoped_source(pattern))
     except _regex.error as e:
