@@ -18,12 +18,14 @@ from bot.engine.merge import (
     commit_tree_oid,
     edit_tree,
 )
+from bot.engine.mergetalk import describe
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
 from bot.engine.suggest import propose_region
 from bot.engine.translate import Translator
 
 _BINARY_SNIFF = 8000
 _History = list[attribute.CommitDiff]
+FLAG_CHOICES = ("keep", "adapt", "drop")  # the answers a flag question offers
 
 
 def is_binary(data: bytes) -> bool:
@@ -240,8 +242,8 @@ class Classifier:
 
     def _merged(self, p: _Path, conflicted: bool) -> FileResult:
         if conflicted:
-            kinds = self._message_kinds(p)
-            note = "; ".join(kinds) or "CONFLICT"
+            labels = [label for label, _ in self._described({p.fork, p.fork_old})]
+            note = "; ".join(labels) or "conflict"
             if p.renamed_by_merge:
                 note += (f"; found by rename detection: upstream `{p.upstream}` translates to "
                          f"`{self.fork_path(p.upstream)}`, which the fork does not have")
@@ -254,14 +256,19 @@ class Classifier:
             note = f"renamed from {p.fork_old}"
         return FileResult(p.fork, p.upstream, status, [], note=note)
 
-    def _message_kinds(self, p: _Path) -> list[str]:
-        names = {p.fork, p.fork_old}
-        return sorted({m.kind for m in self.o.messages
-                       if m.kind.startswith("CONFLICT") and names & set(m.paths)})
-
-    def _messages_for(self, path: str) -> list[str]:
-        return [m.text for m in self.o.messages
-                if m.kind.startswith("CONFLICT") and path in m.paths]
+    def _described(self, names: set[str | None]) -> list[tuple[str, str]]:
+        """Why git says these paths conflicted, in forksync's words (label, sentence)."""
+        found = [(m.kind, m.text) for m in self.o.messages
+                 if m.kind.startswith("CONFLICT") and names & set(m.paths)]
+        if any(kind == "CONFLICT (binary)" for kind, _ in found):
+            # git adds a generic content conflict for the same binary file: say it once.
+            found = [(k, t) for k, t in found if k != "CONFLICT (contents)"]
+        out: list[tuple[str, str]] = []
+        for kind, text in found:
+            described = describe(kind, text)
+            if described not in out:
+                out.append(described)
+        return out
 
     def _read_text(self, entry: Entry | None) -> str | None:
         if entry is None or entry.mode in (MODE_GITLINK, MODE_SYMLINK):
@@ -277,10 +284,10 @@ class Classifier:
         regions = find_marker_regions_in_lines(lines, r.marker_size)
         if not regions:
             r.binary = entry is not None and text is None and entry.mode != MODE_GITLINK
-            messages = self._messages_for(r.path) or [r.note or "CONFLICT"]
+            sentences = [sentence for _, sentence in self._described({r.path})]
             return [ReviewItem(
                 id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
-                tier=Tier.DECIDE, reason=" ".join(messages),
+                tier=Tier.DECIDE, reason=" ".join(sentences) or "git could not merge this file.",
                 question="git could not merge this file line by line. Keep ours, take "
                          "upstream's (theirs), or fix it by hand?",
                 choices=["ours", "theirs"],
@@ -338,16 +345,21 @@ class Classifier:
                 for flag in self.config.flags:
                     if not flag.matches(line):
                         continue
-                    anchor = _find_line(merged_lines, self.tr.text(line, ch.new_path).strip())
+                    # The file holds the translated line: quote that, and upstream's only
+                    # where the translation changed it (the flag matched upstream's text).
+                    translated = self.tr.text(line, ch.new_path).rstrip("\n")
+                    anchor = _find_line(merged_lines, translated.strip())
                     if anchor is not None and any(a <= anchor <= b for a, b in covered):
                         anchor = None  # the conflict comment already covers this line
+                    original = "" if translated.strip() == line.strip() else \
+                        f" (upstream wrote `{line.strip()}`)"
                     r.review_items.append(ReviewItem(
                         id="", kind=ItemKind.FLAG, path=r.path, upstream_path=r.upstream_path,
                         tier=Tier.DECIDE, reason=f"flag `{flag.pattern}`: {flag.say}",
-                        theirs=line.rstrip("\n") + "\n", start_line=anchor, end_line=anchor,
-                        question=f"Upstream added `{line.strip()}`: {flag.say}. Keep, adapt "
-                                 "or drop it?",
-                        choices=["keep", "drop"],
+                        theirs=translated + "\n", start_line=anchor, end_line=anchor,
+                        question=f"Upstream added `{translated.strip()}`{original}: "
+                                 f"{flag.say}. Keep it as it is, adapt it, or drop it?",
+                        choices=list(FLAG_CHOICES),
                     ))
                     break
 
