@@ -708,21 +708,26 @@ class Scenario:
                 numbers.append(int(m[1]))
         return f"#{min(numbers)}..#{max(numbers)}" if numbers else f"{(old or '')[:12]}..{new[:12]}"
 
-    def sync_fork(self, *, message: str | None = None) -> str:
+    def sync_fork(self, *, message: str | None = None, trailer: bool = True,
+                  config: bool = True) -> str:
         """Bring the fork to upstream main, as a maintainer's sync commit with the trailers.
 
         The first call creates the fork: translate(upstream main) plus ``.github/forksync.yml``.
         Later calls merge the translated upstream change since the last sync into fork main
         (with git's own merge, like the engine would) and require that merge to be clean.
+        ``trailer=False`` and ``config=False`` make a fork forksync has never seen: no
+        ``Upstream-Sync:`` trailer, no config file (what onboarding starts from).
         """
         tip = self.tip
         label = self._window_label(self._cutoff, tip)
         text = (message or f"Sync with upstream {self.upstream_repo} {label}") + (
-            f"\n\nUpstream-Sync: {self.upstream_repo}@{tip}\nUpstream-Window: {label}\n")
+            f"\n\nUpstream-Sync: {self.upstream_repo}@{tip}\nUpstream-Window: {label}\n"
+            if trailer else "\n")
         if self._cutoff is None:
             self.fork_git = init_repo(self.fork_dir)
             entries = translated_entries(self.upstream_git, tip, self.translator)
-            entries.append((CONFIG_PATH, "100644", self.config_text.encode()))
+            if config:
+                entries.append((CONFIG_PATH, "100644", self.config_text.encode()))
             ops = b"deleteall\n" + b"".join(
                 f"M {mode} inline ".encode() + _quote(p) + b"\n" + _data(c)
                 if isinstance(c, bytes) else f"M {mode} {c} ".encode() + _quote(p) + b"\n"

@@ -48,7 +48,7 @@ def test_tip_can_be_a_pr_number_a_branch_or_a_sha(scenario: Scenario) -> None:
     assert resolve_rev(up, "#5", "refs/heads/main", "--to") == scenario.prs[5]
     assert resolve_rev(up, "main", "refs/heads/main", "--to") == scenario.tip
     assert resolve_rev(up, scenario.tip[:12], "refs/heads/main", "--to") == scenario.tip
-    with pytest.raises(WindowError, match="#99"):
+    with pytest.raises(GitError, match="#99"):  # a missing revision, like an unknown SHA
         resolve_rev(up, "#99", "refs/heads/main", "--to")
     with pytest.raises(GitError, match="nope"):
         resolve_rev(up, "nope", "refs/heads/main", "--to")
@@ -62,6 +62,20 @@ def test_force_push_is_named_with_both_shas(scenario: Scenario) -> None:
     with pytest.raises(WindowError) as err:
         check_ancestry(up, cutoff, scenario.tip)
     assert cutoff[:12] in str(err.value) and scenario.tip[:12] in str(err.value)
+    assert "rewritten" in str(err.value)
+
+
+def test_a_tip_older_than_the_cutoff_is_the_wrong_order_not_a_rewrite(
+        scenario: Scenario) -> None:
+    up = Git(scenario.upstream_git)
+    old, new = scenario.prs[4], scenario.prs[5]
+    with pytest.raises(WindowError) as err:
+        check_ancestry(up, new, old, cutoff_name="--from", tip_name="--to")
+    assert "wrong order" in str(err.value) and "rewritten" not in str(err.value)
+    with pytest.raises(WindowError) as err:
+        check_ancestry(up, new, old, cutoff_name="the cutoff", tip_name="--to")
+    assert "synced past --to" in str(err.value)
+    check_ancestry(up, old, new)  # the right order passes
 
 
 def _merge_into_main(fork_git: Path, side: str, message: str) -> str:

@@ -31,7 +31,7 @@ from bot.engine.window import (
     list_window,
     resolve_rev,
 )
-from bot.errors import ConfigError, ForksyncError, GitError, MissingObject
+from bot.errors import ConfigError, GitError, MissingObject, WindowError
 
 Progress = Callable[[str], None]
 _URL = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
@@ -43,6 +43,11 @@ class SyncResult:
     commit: str
     plan: Plan
     report_path: str | None = None
+
+
+def is_url(location: str) -> bool:
+    """A repository given by URL (fetched into a cache), not a local path."""
+    return bool(_URL.match(location))
 
 
 def default_workdir() -> Path:
@@ -181,9 +186,10 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         with reading(FORK, f"the history of {fork_branch}", kind="commit"):
             found = find_cutoff(fork_git, ours, cfg.upstream_repo, up_git)
         if found is None:
-            raise ForksyncError(
-                f"no `{TRAILER_SYNC}: {cfg.upstream_repo}@<sha>` trailer on the fork's "
-                f"{fork_branch} branch; pass --from with the upstream commit of the last sync")
+            raise WindowError(
+                f"no cutoff: no `{TRAILER_SYNC}: {cfg.upstream_repo}@<sha>` trailer on the "
+                f"fork's {fork_branch} branch; pass --from with the upstream commit of the last "
+                "sync (`forksync init` proposes one)")
         cutoff_sha = up_git.rev_parse(found)
         if cutoff_sha is None and (gone := up_git.missing_commit(found)):
             raise MissingObject(gone, kind="commit", repo=UPSTREAM,
@@ -195,7 +201,9 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
     tip = resolve_rev(up_git, to_rev, up_branch_ref, "--to") if to_rev else \
         _branch_commit(up_git, cfg.upstream_branch, "upstream")
     with reading(UPSTREAM, f"the history from {cutoff[:12]} to {tip[:12]}", kind="commit"):
-        check_ancestry(up_git, cutoff, tip)
+        check_ancestry(up_git, cutoff, tip,
+                       cutoff_name="--from" if from_rev else "the cutoff (from the trailer)",
+                       tip_name="--to" if to_rev else f"the upstream {cfg.upstream_branch} head")
         window = list_window(up_git, cutoff, tip)
 
     work = work_repo(wd, fork_git, up_git)

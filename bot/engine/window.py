@@ -73,7 +73,10 @@ def resolve_pr_merge(upstream: Git, branch_ref: str, number: int) -> str:
     out = upstream.text("log", "--first-parent", "-E", f"--grep={pattern}", "-n", "1",
                         "--format=%H", branch_ref, "--").strip()
     if not out:
-        raise WindowError(f"upstream PR #{number} has no merge commit on {branch_ref}")
+        # A revision that does not exist, like an unknown SHA: a repository error.
+        branch = branch_ref.rpartition("/")[2]
+        raise GitError(f"upstream PR #{number} has no merge commit on {branch}: no commit there "
+                       f"is titled `... (#{number})` or `Merge pull request #{number} ...`")
     return out
 
 
@@ -95,13 +98,27 @@ def resolve_rev(repo: Git, rev: str, branch_ref: str, what: str) -> str:
     raise GitError(f"{what} {rev!r} is not a commit, branch or #PR in the upstream repository")
 
 
-def check_ancestry(upstream: Git, cutoff: str, tip: str) -> None:
-    """A cutoff that is not an ancestor of the tip means upstream history was rewritten."""
-    if not upstream.is_ancestor(cutoff, tip):
-        raise WindowError(
-            f"cutoff {cutoff[:12]} is not an ancestor of tip {tip[:12]}: upstream history was "
-            "rewritten (force-push?); pass --from with a commit on the current upstream branch"
-        )
+def check_ancestry(upstream: Git, cutoff: str, tip: str, *, cutoff_name: str = "cutoff",
+                   tip_name: str = "tip") -> None:
+    """The cutoff must be an ancestor of the tip: it says which way round they are wrong.
+
+    A tip that is an ancestor of the cutoff is older than it (the two are swapped, or
+    the tip is already synced); neither an ancestor of the other means upstream
+    history was rewritten. ``cutoff_name``/``tip_name`` say where each came from.
+    """
+    if upstream.is_ancestor(cutoff, tip):
+        return
+    if upstream.is_ancestor(tip, cutoff):
+        why = ("they are in the wrong order: the window runs from the older upstream commit "
+               "(--from) to the newer one (--to)") if cutoff_name.startswith("--") else \
+            f"the fork has synced past {tip_name} already; name a newer tip"
+        raise WindowError(f"{cutoff_name} {cutoff[:12]} is newer than {tip_name} {tip[:12]}: "
+                          f"{why}")
+    raise WindowError(
+        f"{cutoff_name} {cutoff[:12]} is not an ancestor of {tip_name} {tip[:12]}: upstream "
+        "history was rewritten (force-push?); pass --from with a commit on the current "
+        "upstream branch"
+    )
 
 
 def list_window(upstream: Git, cutoff: str, tip: str) -> list[WindowEntry]:
