@@ -240,7 +240,14 @@ class Api:
     async def get_repo(self, call: Call) -> web.StreamResponse:
         repo = self.repo(call)
         open_prs = sum(1 for pr in self.state.prs(repo.full_name) if pr.state == "open")
-        return respond(self.render.repo(repo, open_issues=open_prs))
+        data = self.render.repo(repo, open_issues=open_prs)
+        if repo.parent is not None and repo.parent in self.state.repos:
+            # A fork names its parent and the root of its network, as GitHub does.
+            parent = source = self.state.repos[repo.parent]
+            while source.parent is not None and source.parent in self.state.repos:
+                source = self.state.repos[source.parent]
+            data["parent"], data["source"] = self.render.repo(parent), self.render.repo(source)
+        return respond(data)
 
     @route("GET", "/repos/{owner}/{repo}/branches/{branch}")
     async def get_branch(self, call: Call) -> web.StreamResponse:

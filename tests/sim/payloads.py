@@ -49,6 +49,14 @@ class Render:
         self.urls = urls
         self.app_id = app_id
         self.app_owner = app_owner
+        # What GitHub knows of the App; registering it from a manifest changes these.
+        self.app_name = APP_NAME
+        self.app_slug = APP_SLUG
+        self.app_description = "forksync as the simulator knows it"
+        self.app_permissions = {"contents": "write", "pull_requests": "write", "issues": "write",
+                                "checks": "write", "metadata": "read"}
+        self.app_events = ["push", "pull_request", "issue_comment", "check_run",
+                           "pull_request_review_comment"]
 
     # --- people and apps --------------------------------------------------------------------
 
@@ -71,17 +79,14 @@ class Render:
 
     def app(self) -> JSON:
         return {
-            "id": self.app_id, "slug": APP_SLUG, "node_id": node_id("A", self.app_id),
+            "id": self.app_id, "slug": self.app_slug, "node_id": node_id("A", self.app_id),
             "client_id": f"Iv1.{self.app_id:016x}",
-            "owner": self.user(self.app_owner), "name": APP_NAME,
-            "description": "forksync as the simulator knows it",
-            "external_url": f"{self.urls.html}/apps/{APP_SLUG}",
-            "html_url": f"{self.urls.html}/apps/{APP_SLUG}",
+            "owner": self.user(self.app_owner), "name": self.app_name,
+            "description": self.app_description,
+            "external_url": f"{self.urls.html}/apps/{self.app_slug}",
+            "html_url": f"{self.urls.html}/apps/{self.app_slug}",
             "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z",
-            "permissions": {"contents": "write", "pull_requests": "write", "issues": "write",
-                            "checks": "write", "metadata": "read"},
-            "events": ["push", "pull_request", "issue_comment", "check_run",
-                       "pull_request_review_comment"],
+            "permissions": dict(self.app_permissions), "events": list(self.app_events),
         }
 
     def installation(self, inst: Installation) -> JSON:
@@ -90,7 +95,8 @@ class Render:
             "access_tokens_url": f"{self.urls.api}/app/installations/{inst.id}/access_tokens",
             "repositories_url": f"{self.urls.api}/installation/repositories",
             "html_url": f"{self.urls.html}/settings/installations/{inst.id}",
-            "app_id": self.app_id, "app_slug": APP_SLUG, "client_id": f"Iv1.{self.app_id:016x}",
+            "app_id": self.app_id, "app_slug": self.app_slug,
+            "client_id": f"Iv1.{self.app_id:016x}",
             "target_id": inst.account.id, "target_type": inst.account.type,
             "permissions": dict(inst.permissions), "events": list(inst.events),
             "created_at": iso(inst.created_at), "updated_at": iso(inst.created_at),
@@ -116,7 +122,7 @@ class Render:
             "id": repo.id, "node_id": node_id("R", repo.id), "name": repo.name,
             "full_name": repo.full_name, "private": repo.private,
             "owner": self.user(repo.owner), "html_url": html, "description": repo.description,
-            "fork": False, "url": api,
+            "fork": repo.parent is not None, "url": api,
             "forks_url": f"{api}/forks", "keys_url": f"{api}/keys{{/key_id}}",
             "collaborators_url": f"{api}/collaborators{{/collaborator}}",
             "teams_url": f"{api}/teams", "hooks_url": f"{api}/hooks",

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from . import gitrepo
 from .api import Api, ApiError, Call
+from .apps import NEW_APP_PAGE, AppRegistry
 from .events import Events
 from .openapi import Match, RestSpec, WebhookSpec, rest_spec, webhook_spec
 from .payloads import JSON, Render, Urls
@@ -136,6 +137,7 @@ class Simulator:
             violations=self.violations, app_id=app_id)
         self.events = Events(self)
         self.api = Api(self)
+        self.apps = AppRegistry(self)  # registering the App from a manifest
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -244,13 +246,18 @@ class Simulator:
         self.requests.append(record)
         request_id = f"{uuid.uuid4().hex[:4].upper()}:{uuid.uuid4().hex[:6].upper()}"
         git_match = GIT_PATH.match(request.rel_url.raw_path)
+        page = NEW_APP_PAGE.match(request.path)
         if git_match:
             record.kind = "git"
+        elif page:
+            record.kind = "web"
         try:
             fault = self.faults.take(request.method, request.path)
             if fault is not None:
                 record.fault = fault.kind
                 response = await self._fault_response(request, fault, request_id)
+            elif page:
+                response = await self.apps.new_app_page(request, page["org"])
             elif git_match:
                 # Shielded like API calls, so that git's child process is always reaped.
                 git_task = asyncio.ensure_future(self._git(request, git_match, record))
@@ -649,17 +656,22 @@ class Simulator:
 
     def create_repo(self, owner: str, name: str, from_path: str | Path | None = None, *,
                     private: bool = False, default_branch: str = "main",
-                    install: bool = True) -> str:
-        """A bare repository (optionally a copy of a local one); returns ``owner/name``."""
+                    install: bool = True, fork_of: str | None = None) -> str:
+        """A bare repository (optionally a copy of a local one); returns ``owner/name``.
+
+        ``fork_of`` makes it a GitHub fork of that repository (``parent`` in the API).
+        """
         full_name = f"{owner}/{name}"
         if full_name in self.state.repos:
             raise ValueError(f"{full_name} exists already")
+        if fork_of is not None and fork_of not in self.state.repos:
+            raise ValueError(f"no repository {fork_of} to fork")
         git_dir = self.repos_root / owner / f"{name}.git"
         gitrepo.init_bare(git_dir, default_branch=default_branch,
                           from_path=Path(from_path) if from_path else None)
         self.state.repos[full_name] = Repo(self.state.user(owner), name, self.state.next_id(),
                                            git_dir, private=private,
-                                           default_branch=default_branch)
+                                           default_branch=default_branch, parent=fork_of)
         if install and self.installation_for(full_name) is None:
             self._new_installation(owner, None)
         return full_name
@@ -673,7 +685,9 @@ class Simulator:
                     inst.repositories.update(repositories)
                 return inst
         inst = Installation(self.state.next_id(), self.state.user(owner),
-                            set(repositories) if repositories is not None else None)
+                            set(repositories) if repositories is not None else None,
+                            permissions=dict(self.render.app_permissions),
+                            events=list(self.render.app_events))
         self.state.installations[inst.id] = inst
         return inst
 

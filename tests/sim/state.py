@@ -79,6 +79,7 @@ class Repo:
     collaborators: dict[str, str] = field(default_factory=dict)
     created_at: datetime = field(default_factory=now)
     pushed_at: datetime = field(default_factory=now)
+    parent: str | None = None  # full name of the repository this one is a GitHub fork of
 
     @property
     def full_name(self) -> str:
@@ -189,7 +190,7 @@ class RequestRecord:
     path: str
     query: str
     status: int
-    kind: Literal["api", "git", "token"]
+    kind: Literal["api", "git", "token", "web"]
     operation: str | None = None  # the OpenAPI path template, when the request matched one
     body: Any = None
     actor: str | None = None
