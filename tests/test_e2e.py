@@ -100,6 +100,7 @@ class Bot:
             "FORKSYNC_GIT_URL": sim.base_url, "FORKSYNC_DATA_DIR": str(data_dir),
             "FORKSYNC_HOST": "127.0.0.1", "FORKSYNC_PORT": str(self.port),
             "FORKSYNC_WORKERS": "2", "FORKSYNC_LOG_LEVEL": "INFO",
+            "FORKSYNC_POLL_INTERVAL": "0",  # no polls: the tests drive every sync
             # Short queue timings: a killed process's job is taken again within seconds.
             "FORKSYNC_JOB_LEASE_SECONDS": str(LEASE_SECONDS),
             "FORKSYNC_RETRY_BACKOFF_SECONDS": "0.5", "FORKSYNC_RETRY_BACKOFF_CAP_SECONDS": "2"})

@@ -16,7 +16,8 @@ def test_token_mode_defaults() -> None:
     s = Settings.from_env({"FORKSYNC_TOKEN": "ghp_x", "FORKSYNC_WEBHOOK_SECRET": "s"})
     assert s.mode == "token" and s.token == "ghp_x" and s.app_id is None
     assert s.api_url == "https://api.github.com" and s.git_url == "https://github.com"
-    assert (s.port, s.poll_interval, s.workers, s.log_level) == (8080, 0, 2, "INFO")
+    # Polling is on by default: an App seldom can be installed on someone else's upstream.
+    assert (s.port, s.poll_interval, s.workers, s.log_level) == (8080, 900, 2, "INFO")
     assert s.max_body_bytes == DEFAULT_MAX_BODY_BYTES == 25 * 1024 * 1024
     assert s.clone_url("o/r") == "https://github.com/o/r.git"
 
@@ -114,3 +115,15 @@ def test_the_git_time_limit_is_a_setting() -> None:
     for bad in ("0", "never", "inf"):
         with pytest.raises(SettingsError, match="FORKSYNC_GIT_TIMEOUT_SECONDS"):
             Settings.from_env({**base, "FORKSYNC_GIT_TIMEOUT_SECONDS": bad})
+
+
+def test_the_data_dir_is_created_or_refused_in_one_line(tmp_path: Path) -> None:
+    env = {"FORKSYNC_TOKEN": "t", "FORKSYNC_DATA_DIR": str(tmp_path / "a" / "b")}
+    Settings.from_env(env).prepare_data_dir()
+    assert (tmp_path / "a" / "b").is_dir()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SettingsError, match=r"FORKSYNC_DATA_DIR: .* is a file"):
+        Settings.from_env({**env, "FORKSYNC_DATA_DIR": str(tmp_path / "file")}).prepare_data_dir()
+    with pytest.raises(SettingsError, match="FORKSYNC_DATA_DIR: cannot create"):
+        Settings.from_env({**env, "FORKSYNC_DATA_DIR": str(tmp_path / "file" / "sub")}
+                          ).prepare_data_dir()

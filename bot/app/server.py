@@ -470,6 +470,10 @@ def _retry_at(exc: BaseException) -> float | None:
 # -- dispatching --------------------------------------------------------------
 
 
+class ServeError(ForksyncError):
+    """The server cannot start (e.g. its port is taken): one line, no traceback."""
+
+
 class HandlersFailed(Exception):
     """Some webhook handlers raised; the others ran. The event job is retried for the rest."""
 
@@ -550,7 +554,7 @@ async def serve(settings: Settings, *, router: routing.Router, jobs: Mapping[str
                 ready: Callable[[int], None] | None = None) -> None:
     """Run the App until ``stop`` is set (or forever): intake, workers, scheduler."""
     settings.require_server()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.prepare_data_dir()
     store = Store(settings.db_path, lease_seconds=settings.job_lease_seconds,
                   backoff_base=settings.retry_backoff_seconds,
                   backoff_cap=settings.retry_backoff_cap_seconds)
@@ -564,7 +568,16 @@ async def serve(settings: Settings, *, router: routing.Router, jobs: Mapping[str
         await runner.setup()
         # A deep backlog: a burst of deliveries must not wait for SYN retransmits.
         site = web.TCPSite(runner, settings.host, settings.port, backlog=1024)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            store.close()
+            # asyncio rewords strerror ("error while attempting to bind..."); the errno's
+            # own words are the short ones.
+            why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            raise ServeError(f"cannot listen on {settings.host}:{settings.port}: {why} "
+                             "(set FORKSYNC_HOST/FORKSYNC_PORT)") from None
         port = _bound_port(runner) or settings.port
         log.info("forksync serving on %s:%d (%s mode, %d workers, polling %s)",
                  settings.host, port, settings.mode, settings.workers,

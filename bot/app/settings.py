@@ -25,6 +25,9 @@ from bot.errors import ForksyncError
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps webhook payloads at 25 MiB
+# An App usually cannot be installed on the upstream (someone else's repository), so no
+# webhook says when it moves: polling is what notices. One ls-remote per fork per 15 min.
+DEFAULT_POLL_INTERVAL = 900
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -47,7 +50,7 @@ class Settings:
     data_dir: Path = Path("/var/lib/forksync")
     host: str = "0.0.0.0"
     port: int = 8080
-    poll_interval: int = 0  # seconds; 0 turns the scheduler off
+    poll_interval: int = DEFAULT_POLL_INTERVAL  # seconds; 0 turns the scheduler off
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     workers: int = 2
     log_level: str = "INFO"
@@ -86,6 +89,21 @@ class Settings:
             f"FORKSYNC_GIT_URL: no clone URL known for {full_name}; set FORKSYNC_GIT_URL "
             "to the git server's base URL (e.g. https://github.example.com)"
         )
+
+    def prepare_data_dir(self) -> None:
+        """Create the data directory, or say in one line why it cannot be used."""
+        path = self.data_dir
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise SettingsError(f"FORKSYNC_DATA_DIR: {path} is a file; expected a directory "
+                                "(or a path where one can be created)") from None
+        except OSError as exc:
+            raise SettingsError(f"FORKSYNC_DATA_DIR: cannot create {path}: "
+                                f"{exc.strerror or exc}") from None
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise SettingsError(f"FORKSYNC_DATA_DIR: {path} is not writable by this user "
+                                f"(uid {os.getuid()})")
 
     def require_server(self) -> None:
         """Check what only ``forksync serve`` needs, so token-mode CLI runs need less."""
@@ -172,6 +190,58 @@ class Settings:
             git_timeout_seconds=_float(env, "FORKSYNC_GIT_TIMEOUT_SECONDS",
                                        cls.git_timeout_seconds, minimum=0.1),
         )
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable ``forksync serve`` reads: for ``serve --help`` and the docs."""
+
+    name: str
+    default: str  # as a person would write it; "" when there is none
+    meaning: str
+
+
+_D = Settings()
+# Every variable Settings.from_env reads, in the order the docs list them.
+ENV_VARS: tuple[EnvVar, ...] = (
+    EnvVar("FORKSYNC_APP_ID", "", "App mode: the App's numeric ID"),
+    EnvVar("FORKSYNC_PRIVATE_KEY", "", "App mode: the App's private key (PEM text)"),
+    EnvVar("FORKSYNC_PRIVATE_KEY_FILE", "", "App mode: the path of the private key "
+           "(instead of FORKSYNC_PRIVATE_KEY)"),
+    EnvVar("FORKSYNC_WEBHOOK_SECRET", "", "the App's webhook secret; required by serve"),
+    EnvVar("FORKSYNC_TOKEN", "$GITHUB_TOKEN", "token mode, when FORKSYNC_APP_ID is unset"),
+    EnvVar("FORKSYNC_API_URL", f"$GITHUB_API_URL or {DEFAULT_API_URL}",
+           "the REST API base; GitHub Enterprise Server: https://HOST/api/v3"),
+    EnvVar("FORKSYNC_GIT_URL", "https://github.com for github.com",
+           "base of clone URLs; otherwise each repository's clone_url"),
+    EnvVar("FORKSYNC_DATA_DIR", str(_D.data_dir), "the database and the git caches"),
+    EnvVar("FORKSYNC_HOST", _D.host, "the address to listen on"),
+    EnvVar("FORKSYNC_PORT", str(_D.port), "the port to listen on"),
+    EnvVar("FORKSYNC_POLL_INTERVAL", str(_D.poll_interval),
+           "seconds between polls of each fork's upstream; 0 turns polling off"),
+    EnvVar("FORKSYNC_JOB_LEASE_SECONDS", f"{_D.job_lease_seconds:g}",
+           "a crashed process's job is taken again after this long"),
+    EnvVar("FORKSYNC_RETRY_BACKOFF_SECONDS", f"{_D.retry_backoff_seconds:g}",
+           "the first retry delay of a failed job; doubles per attempt"),
+    EnvVar("FORKSYNC_RETRY_BACKOFF_CAP_SECONDS", f"{_D.retry_backoff_cap_seconds:g}",
+           "the longest retry delay"),
+    EnvVar("FORKSYNC_GIT_TIMEOUT_SECONDS", f"{_D.git_timeout_seconds:g}",
+           "the time limit of one local git process of a job; past it the job fails"),
+    EnvVar("FORKSYNC_MAX_BODY_BYTES", str(_D.max_body_bytes),
+           "larger webhook bodies are refused with 413"),
+    EnvVar("FORKSYNC_WORKERS", str(_D.workers), "jobs run at once (one per repository)"),
+    EnvVar("FORKSYNC_LOG_LEVEL", _D.log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL"),
+)
+del _D
+
+
+def env_help() -> str:
+    """The environment variables as ``serve --help`` lists them, each with its default."""
+    lines = ["environment variables (read once at startup; docs/APP.md explains them):"]
+    for v in ENV_VARS:
+        default = f"default: {v.default}" if v.default else "no default"
+        lines += [f"  {v.name} ({default})", f"      {v.meaning}"]
+    return "\n".join(lines)
 
 
 def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int,
