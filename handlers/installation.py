@@ -2,7 +2,8 @@
 
 Only repositories with ``.github/forksync.yml`` on their default branch are forks;
 the config's upstream is recorded at once, so upstream merges reach the fork even
-before the first sync has finished.
+before the first sync has finished. A repository without one is offered the config
+in an onboarding PR (``bot.sync.onboard``); merging that PR registers the fork.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from bot.engine.config import CONFIG_PATH
 from bot.errors import ForksyncError
 from bot.github.client import get_or_none
 from bot.sync.jobs import enqueue_sync
+from bot.sync.onboard import enqueue_onboarding, is_onboarding_pr, merged_cutoff
 from bot.sync.state import STATE_PREFIX, fork_state_key, load_fork_state, save_fork_state
 
 router = routing.Router()
@@ -36,8 +38,13 @@ def _config_upstream(content: dict[str, Any]) -> tuple[str, str] | None:
     return config.upstream_repo, config.upstream_branch
 
 
-async def register_fork(ctx: JobContext, full_name: str, installation_id: int) -> bool:
-    """Record a fork and queue its first sync; False if the repository has no config."""
+async def register_fork(ctx: JobContext, full_name: str, installation_id: int | None, *,
+                        reason: str | None = None, synced_tip: str | None = None) -> bool:
+    """Record a fork and queue its first sync; False if the repository has no config.
+
+    ``synced_tip`` is an upstream commit the fork is known to have (the cutoff of a
+    merged onboarding PR), for when the merge method dropped its trailer.
+    """
     gh = await ctx.gh_for(installation_id)
     content = await get_or_none(gh, f"/repos/{full_name}/contents/{CONFIG_PATH}")
     if content is None:
@@ -47,15 +54,31 @@ async def register_fork(ctx: JobContext, full_name: str, installation_id: int) -
     upstream = _config_upstream(content) if isinstance(content, dict) else None
     if upstream is not None:
         state["upstream"], state["upstream_branch"] = upstream
+    if synced_tip and not state.get("last_synced_tip"):
+        state["last_synced_tip"] = synced_tip
     await asyncio.to_thread(save_fork_state, ctx.store, full_name, state)
-    await enqueue_sync(ctx, full_name, installation_id, reason=f"installed:{installation_id}")
+    await enqueue_sync(ctx, full_name, installation_id,
+                       reason=reason or f"installed:{installation_id}")
     return True
 
 
 async def _register_all(ctx: JobContext, event: sansio.Event, key: str) -> None:
     installation_id = int(event.data["installation"]["id"])
     for repo in event.data.get(key) or []:
-        await register_fork(ctx, repo["full_name"], installation_id)
+        if not await register_fork(ctx, repo["full_name"], installation_id):
+            await enqueue_onboarding(ctx, repo["full_name"], installation_id)
+
+
+@router.register("pull_request", action="closed")
+async def onboarding_merged(event: sansio.Event, ctx: JobContext) -> None:
+    """The onboarding PR was merged: the config is on main now, so the fork is one."""
+    pull = event.data["pull_request"]
+    if not is_onboarding_pr(event.data) or not pull.get("merged"):
+        return
+    fork = event.data["repository"]["full_name"]
+    cutoff = await merged_cutoff(ctx, fork, int(pull["number"]))
+    await register_fork(ctx, fork, ctx.installation_id, reason=f"onboarded:{pull['number']}",
+                        synced_tip=cutoff)
 
 
 async def _forget_all(ctx: JobContext, event: sansio.Event, key: str) -> None:

@@ -9,6 +9,7 @@ from gidgethub import BadRequest
 
 import handlers
 from bot.sync.jobs import JOBS, POLL, RESCAN, SYNC
+from bot.sync.onboard import ONBOARD
 from bot.sync.state import fork_state_key, load_fork_state, save_fork_state
 from tests.conftest import FakeContext, load_sample, sample_event
 
@@ -96,11 +97,35 @@ async def test_installation_registers_forks_with_a_config_and_queues_their_first
     assert fake_ctx.gh.writes == []
 
 
-async def test_installation_on_a_repo_without_config_registers_nothing(
+async def test_installation_on_a_repo_without_config_queues_its_onboarding_only(
         fake_ctx: FakeContext) -> None:
     await handlers.router.dispatch(sample_event("installation.created"), fake_ctx)  # GET → 404
-    assert fake_ctx.enqueued == []
+    assert kinds(fake_ctx) == [(ONBOARD, FORK)]  # the job decides: a fork gets one PR
+    assert fake_ctx.enqueued[0][3] == f"onboard:{FORK}"  # once per repository
     assert fake_ctx.store.get_state(fork_state_key(FORK)) is None
+    assert fake_ctx.gh.writes == []
+
+
+def onboarding_commits(*messages: str) -> list[dict[str, object]]:
+    return [{"sha": f"{i:040x}", "commit": {"message": m}} for i, m in enumerate(messages)]
+
+
+@pytest.mark.parametrize("merged", [True, False])
+async def test_a_merged_onboarding_pr_registers_the_fork_with_its_cutoff(
+        fake_ctx: FakeContext, merged: bool) -> None:
+    fake_ctx.gh.on("GET", f"/repos/{FORK}/contents/.github/forksync.yml", config_content())
+    fake_ctx.gh.on("GET", f"/repos/{FORK}/pulls/1/commits", onboarding_commits(
+        f"Configure forksync\n\nUpstream-Sync: {UPSTREAM}@{'ab' * 20}\n",
+        "Our translation rules\n"))  # people pushed on top: the trailer is still found
+    event = sample_event("pull_request.closed.onboarding_merged",
+                         **{"pull_request.merged": merged})
+    await handlers.router.dispatch(event, fake_ctx)
+    if not merged:  # closed unmerged: declined, nothing happens
+        assert fake_ctx.enqueued == [] and fake_ctx.gh.requests == []
+        return
+    assert kinds(fake_ctx) == [(SYNC, FORK)]
+    state = load_fork_state(fake_ctx.store, FORK)
+    assert state["last_synced_tip"] == "ab" * 20 and state["upstream"] == UPSTREAM
 
 
 async def test_installation_with_a_broken_config_still_queues_the_sync_that_reports_it(
@@ -187,5 +212,5 @@ async def test_merged_sync_pr_starts_the_next_sync_when_upstream_moved_on(
 def test_job_registry_has_the_publisher_the_follow_up_the_schedule_and_the_commands() -> None:
     from bot.sync.commands.jobs import JOBS as COMMAND_JOBS
 
-    assert {SYNC, RESCAN, POLL} | set(COMMAND_JOBS) == set(JOBS)
+    assert {SYNC, RESCAN, POLL, ONBOARD} | set(COMMAND_JOBS) == set(JOBS)
     assert all(callable(fn) for fn in JOBS.values())

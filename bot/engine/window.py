@@ -51,6 +51,14 @@ def find_cutoff(fork: Git, fork_ref: str, upstream_repo: str | None = None,
     return newest_by_ancestry(upstream, found) or found[0]
 
 
+def last_trailer(message: str, upstream_repo: str | None = None) -> str | None:
+    """The upstream SHA of the last ``Upstream-Sync:`` line in one commit message."""
+    for m in reversed(list(_SYNC_LINE.finditer(message))):
+        if upstream_repo is None or m["repo"].lower() == upstream_repo.lower():
+            return m["sha"].lower()
+    return None
+
+
 def newest_by_ancestry(upstream: Git, shas: list[str]) -> str | None:
     """Of these upstream commits, the one every other is an ancestor of (unknown ones skipped)."""
     known: list[str] = []

@@ -15,6 +15,7 @@ from bot.app.context import JobContext
 from bot.github import remote
 from bot.sync.commands.jobs import JOBS as COMMAND_JOBS
 from bot.sync.followup import rescan
+from bot.sync.onboard import ONBOARD, onboard_job
 from bot.sync.publish import publish_sync
 from bot.sync.state import load_fork_state
 
@@ -89,7 +90,8 @@ async def poll_job(ctx: JobContext, payload: dict[str, Any]) -> None:
         await enqueue_sync(ctx, fork, installation_id, reason=head)
 
 
-JOBS: dict[str, JobFn] = {**COMMAND_JOBS, SYNC: sync_job, RESCAN: rescan_job, POLL: poll_job}
+JOBS: dict[str, JobFn] = {**COMMAND_JOBS, SYNC: sync_job, RESCAN: rescan_job, POLL: poll_job,
+                          ONBOARD: onboard_job}
 
 __all__ = ["JOBS", "POLL", "RESCAN", "SYNC", "enqueue_rescan", "enqueue_sync", "poll_job",
            "rescan_job", "sync_dedup", "sync_job"]

@@ -91,6 +91,32 @@ async def _record(sim: Simulator) -> None:
         raise SystemExit("the simulator reported schema violations:\n" + "\n".join(sim.violations))
 
 
+async def _record_onboarding(sim: Simulator) -> None:
+    """The App's onboarding PR merged on the fork (its branch is forksync/onboarding)."""
+    await sim.install("vime-org")
+    await sim.commit(FORK, "forksync/onboarding", {".github/forksync.yml": "upstream: "
+                     "{repo: THUDM/slime}\n"}, "Configure forksync", user="forksync-sim[bot]")
+    pr = await sim.open_pr(FORK, "forksync/onboarding", title="Configure forksync",
+                           user="forksync-sim[bot]")
+    await sim.merge_pr(FORK, pr.number, method="merge", user="vime-dev")
+    await sim.wait_deliveries()
+    (closed,) = sim.events_sent("pull_request", "closed")
+    _save("pull_request.closed.onboarding_merged", closed.payload)
+
+
+def record_onboarding(tmp: str) -> None:
+    scenario = Scenario(tmp)
+    scenario.sync_fork(trailer=False, config=False)
+    sim = Simulator(root=Path(tmp) / "sim3").start()
+    try:
+        sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False)
+        sim.create_repo("vime-org", "vime", scenario.fork_dir, install=False,
+                        fork_of="THUDM/slime")
+        asyncio.run(_record_onboarding(sim))
+    finally:
+        sim.stop()
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="forksync-samples-") as tmp:
         scenario = Scenario(tmp)
@@ -108,6 +134,7 @@ def main() -> None:
             asyncio.run(_record_added(sim))
         finally:
             sim.stop()
+        record_onboarding(tmp)
 
 
 if __name__ == "__main__":

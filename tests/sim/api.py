@@ -490,7 +490,7 @@ class Api:
     async def list_pull_commits(self, call: Call) -> web.StreamResponse:
         repo = self.repo(call)
         pr = self.pull_of(repo, call.params["pull_number"])
-        base = await self.branch_sha(repo, pr.base_ref)
+        base = pr.base_sha_at_merge or await self.branch_sha(repo, pr.base_ref)
         shas = await gitrepo.rev_list(repo.git_dir, pr.head_sha, [base] if base else [])
         page, headers = self.paginate(call, shas)
         return respond([await self.sim.commit_json(repo, sha, with_files=False) for sha in page],

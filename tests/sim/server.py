@@ -915,7 +915,7 @@ class Simulator:
                 after = await gitrepo.refs(r.git_dir)
                 pr.state, pr.merged, pr.merged_by = "closed", True, who
                 pr.merged_at = pr.closed_at = pr.updated_at = now()
-                pr.merge_commit_sha = sha
+                pr.merge_commit_sha, pr.base_sha_at_merge = sha, base
                 await self.events.ref_changes(r, before, after, who)
                 await self.events.pull_request(r, pr, "closed", sender=who)
             return sha

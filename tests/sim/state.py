@@ -103,6 +103,7 @@ class PullRequest:
     merged: bool = False
     merged_by: User | None = None
     merge_commit_sha: str | None = None
+    base_sha_at_merge: str | None = None  # a merged PR keeps listing the commits it brought
     created_at: datetime = field(default_factory=now)
     updated_at: datetime = field(default_factory=now)
     closed_at: datetime | None = None
