@@ -3,13 +3,18 @@
 #   docker build -t forksync .
 #   docker run --env-file .env -v forksync-data:/var/lib/forksync -p 8080:8080 forksync
 #
+# BASE is a Debian bookworm image with Python 3.11 and its venv module: Docker Hub's
+# python:3.11-slim-bookworm by default. CI reaches no image registry, so scripts/image
+# builds this file with buildah on a bookworm root file system made by debootstrap.
 # Debian bookworm ships git 2.39; forksync needs >= 2.38 (merge-tree --write-tree).
-FROM python:3.11-slim-bookworm
+ARG BASE=python:3.11-slim-bookworm
+FROM ${BASE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/forksync/bin:$PATH \
     FORKSYNC_DATA_DIR=/var/lib/forksync \
     FORKSYNC_HOST=0.0.0.0 \
     FORKSYNC_PORT=8080
@@ -22,11 +27,19 @@ RUN apt-get update \
 sys.exit(0 if tuple(map(int, v.split('.')[:2])) >= (2, 38) else f'git {v} is older than 2.38')"
 
 WORKDIR /app
+# Every dependency and the build backend, pinned by version and sha256 (pip-compile;
+# docs/APP.md says how to refresh the lock). Nothing unpinned is downloaded.
+COPY requirements.lock ./
+RUN python3 -m venv /opt/forksync \
+ && /opt/forksync/bin/pip install --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY bot ./bot
 COPY handlers ./handlers
-RUN pip install . && rm -rf /root/.cache
+RUN /opt/forksync/bin/pip install --no-deps --no-build-isolation . \
+ && rm -rf build /root/.cache
 
+# The App runs as uid 10001: a private key mounted into the container
+# (FORKSYNC_PRIVATE_KEY_FILE) must be readable by that uid.
 RUN useradd --system --uid 10001 --home-dir /var/lib/forksync --shell /usr/sbin/nologin forksync \
  && mkdir -p /var/lib/forksync \
  && chown forksync /var/lib/forksync
