@@ -28,7 +28,7 @@ What it checks, like GitHub would, and records:
 - ``response_violations`` / ``internal_errors``: the simulator's own bugs.
 
 Counting: ``requests`` holds every ``RequestRecord`` (method, path, status,
-kind "api" | "git" | "token", operation template, JSON body, actor, timestamp,
+kind "api" | "git" | "token" | "web", operation template, JSON body, actor, timestamp,
 fault); ``writes(repo=None)`` is the non-GET REST calls, without git traffic or
 token minting.
 
@@ -48,6 +48,13 @@ moves; ``pull_request`` opened / synchronize / edited / closed (merged or not);
 ``installation_repositories``. Only installations that cover the repo and
 subscribe to the event (``Installation.events``) get them; a bot slower than
 10 s to answer a delivery is a violation.
+
+Registering the App: the manifest flow's web page (``POST /settings/apps/new``)
+answers with the redirect a person's confirmation gives, and
+``POST /app-manifests/{code}/conversions`` makes the simulator that App: a new key,
+a new webhook secret, webhooks to the manifest's URL (``apps``, ``tests.sim.apps``;
+``press_the_button`` is the browser). ``create_repo(..., fork_of=...)`` makes a
+GitHub fork (``parent``/``source`` in ``GET /repos``).
 
 Helpers: ``create_repo``, ``add_collaborator``, ``add_user``, ``issue_token``,
 ``user_token``, ``git_url``, ``installation_id``, ``ref``, ``expire_tokens``;
