@@ -75,6 +75,7 @@ class AppRegistry:
         self.sim = sim
         self.pending: dict[str, PendingApp] = {}
         self.created: list[dict[str, Any]] = []  # the manifests that became the App
+        self.code_ttl = CODE_TTL  # seconds a code can be exchanged; a test may shorten it
 
     async def new_app_page(self, request: web.Request, org: str | None) -> web.Response:
         """``POST /settings/apps/new?state=...`` with the form field ``manifest``."""
@@ -106,7 +107,7 @@ class AppRegistry:
     def take(self, code: str) -> PendingApp | None:
         """The confirmed manifest for a code, once; None if unknown, used or expired."""
         pending = self.pending.get(code)
-        if pending is None or pending.used or time.time() - pending.created > CODE_TTL:
+        if pending is None or pending.used or time.time() - pending.created > self.code_ttl:
             return None
         pending.used = True
         return pending
