@@ -121,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
         "the draft PR.")
     _add_plan_args(p_sync)
     p_sync.add_argument("--branch", help="sync branch name (default: forksync/sync-<cutoff>-<tip>)")
+    p_sync.add_argument("--preview", metavar="DIR",
+                        help="write exactly what the App would post for this sync PR into "
+                             "DIR: pr.md, review.json, file-comments.json, check.json and "
+                             "preview.html")
     p_sync.add_argument("--publish", action="store_true",
                         help="also push the branch and open the draft PR on GitHub "
                              "(Action mode; needs GITHUB_TOKEN and GITHUB_REPOSITORY)")
@@ -294,6 +298,8 @@ def _plan_or_sync(args: argparse.Namespace) -> int:
 
         return publish_from_cli(args)
     _check_workdir(args.workdir)
+    if args.command == "sync" and args.preview:
+        _preview_dir(args.preview)
     progress = _Progress(not args.quiet and sys.stderr.isatty())
     try:
         if args.command == "plan":
@@ -313,9 +319,42 @@ def _plan_or_sync(args: argparse.Namespace) -> int:
     _write(args.json_out, render_json(report), "the JSON report")
     _write(args.md_out, render_markdown(report), "the Markdown report")
     print(human_summary(report))
+    if args.command == "sync" and args.preview:
+        print(f"preview: {_write_preview(args, result)}")
     if branch:
         print(branch)
     return 0
+
+
+def _write_preview(args: argparse.Namespace, result: Any) -> Path:
+    """``sync --preview DIR``: the App's own request bodies for this commit 1, and the page."""
+    from bot.engine.preview import build_preview
+    from bot.engine.review import local_diff
+    from bot.sync.publish.pr import pr_title
+
+    plan_json = result.plan.to_json()
+    # Commit 1's parent is fork main, so this is the diff GitHub shows for the PR.
+    diff = local_diff(result.plan.work_git_dir, result.plan.ours, result.commit)
+    # With no GitHub there is no URL for an overflow report: the body names the file.
+    preview = build_preview(plan_json, diff, result.commit, title=pr_title(plan_json),
+                            branch=result.branch)
+    out = _preview_dir(args.preview)
+    for name, text in preview.files().items():
+        _write(str(out / name), text, "the preview file")
+    return (out / "preview.html").resolve()
+
+
+def _preview_dir(path: str) -> Path:
+    """The preview's directory, made and checked before a long run, not after it."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot write the preview into {out}: "
+                          f"{exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write the preview into {out}: permission denied")
+    return out
 
 
 _COMMANDS = {"check-config": _check_config, "serve": _serve, "setup": _setup, "init": _init,

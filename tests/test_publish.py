@@ -20,16 +20,7 @@ from gidgethub import BadRequest
 
 from bot.engine.gate import Remaining, check_annotations, initial_remaining
 from bot.engine.report import BEGIN, END
-from bot.engine.review import (
-    anchorable,
-    comment_items,
-    diff_hunks,
-    local_diff,
-    offending_comments,
-    review_comment,
-    review_marker,
-    split_anchored,
-)
+from bot.engine.review import local_diff, plan_items, review_marker
 from bot.github.checks import MAX_ANNOTATIONS, upsert_check_run
 from bot.sync.publish import publish_sync
 from bot.sync.publish.run import published
@@ -39,30 +30,6 @@ from tests.factory import Scenario, make_demo
 
 FORK = "vime-org/vime"
 UPSTREAM = "THUDM/slime"
-
-DIFF = """\
-diff --git a/vime/a.py b/vime/a.py
-index 1111111..2222222 100644
---- a/vime/a.py
-+++ b/vime/a.py
-@@ -1,4 +1,10 @@
- def f():
-+<<<<<<< ours
-     return 1
-+||||||| base
-+    return 0
-+=======
-+    return 2
-+>>>>>>> theirs
- y = 0
- x = 1
-@@ -20,3 +25,4 @@
- a
- b
-+c
- d
-"""
-
 
 def item(**kw: Any) -> dict[str, Any]:
     base = {"id": "Q1", "kind": "conflict", "path": "vime/a.py", "upstream_path": "slime/a.py",
@@ -74,55 +41,6 @@ def item(**kw: Any) -> dict[str, Any]:
 
 
 # -- pure helpers ------------------------------------------------------------------
-
-
-def test_hunks_are_right_side_ranges_per_path() -> None:
-    assert diff_hunks(DIFF) == {"vime/a.py": [(1, 10), (25, 28)]}
-    assert diff_hunks("not a diff at all") == {}
-
-
-def test_a_region_inside_one_hunk_is_anchorable_and_one_across_hunks_is_not() -> None:
-    hunks = diff_hunks(DIFF)
-    assert anchorable(item(), hunks)
-    assert not anchorable(item(start_line=8, end_line=26), hunks)  # spans two hunks
-    assert not anchorable(item(start_line=12, end_line=14), hunks)  # not in the diff
-    assert not anchorable(item(path="vime/b.py"), hunks)
-    assert anchorable(item(kind="flag", start_line=27, end_line=27), hunks)
-
-
-def test_split_keeps_plan_order() -> None:
-    items = [item(id="Q1"), item(id="Q2", start_line=12, end_line=14), item(id="Q3",
-                                                                              kind="flag",
-                                                                              start_line=27)]
-    anchored, unanchored = split_anchored(items, DIFF)
-    assert [i["id"] for i in anchored] == ["Q1", "Q3"]
-    assert [i["id"] for i in unanchored] == ["Q2"]
-
-
-def test_review_comment_covers_the_whole_region_on_the_right_side() -> None:
-    comment = review_comment(item())
-    assert {k: comment[k] for k in ("path", "start_line", "start_side", "line", "side")} == {
-        "path": "vime/a.py", "start_line": 2, "start_side": "RIGHT", "line": 8, "side": "RIGHT"}
-    assert "```suggestion\n    return 2\n```" in comment["body"]
-    flag = review_comment(item(kind="flag", start_line=27, end_line=27, suggestion=None))
-    assert "start_line" not in flag and flag["line"] == 27
-
-
-def test_comment_items_skip_settled_and_region_less_items() -> None:
-    plan = {"files": [{"path": "p", "review_items": [
-        item(id="Q1"), item(id="Q2", tier="Settled", kind="policy", start_line=None),
-        item(id="Q3", kind="file", start_line=None, end_line=None),
-        item(id="Q4", kind="flag", start_line=3, end_line=3)]}]}
-    assert [i["id"] for i in comment_items(plan)] == ["Q1", "Q4"]
-
-
-def test_a_422_naming_no_path_moves_every_comment() -> None:
-    comments = [{"path": "vime/a.py"}, {"path": "vime/b.py"}]
-    exc = BadRequest(422, "Unprocessable Entity")  # type: ignore[arg-type]
-    exc.errors = ["Line could not be resolved"]  # type: ignore[attr-defined]
-    assert offending_comments(exc, comments) == {0, 1}
-    exc.errors = [{"message": "vime/b.py: Line could not be resolved"}]  # type: ignore[attr-defined]
-    assert offending_comments(exc, comments) == {1}
 
 
 def test_remaining_at_commit_1_is_every_region_and_every_unanswered_decision() -> None:
@@ -357,10 +275,20 @@ async def test_a_sync_opens_one_draft_pr_with_one_review_and_a_failing_check(
     (review,) = hub.reviews[7]
     assert review["event"] == "COMMENT" and review["commit_id"] == result.commit
     assert review_marker(result.commit) in review["body"]
-    expected = {i["id"] for i in comment_items(plan)} - set(result.unanchored)
-    assert len(review["comments"]) == len(expected) > 0
+    # Every item whose file is in the PR diff has a thread; the others (a binary conflict
+    # and two policies keep the fork's file) have none, and both bodies say so.
+    diff = local_diff(str(world.fork_remote), "refs/heads/main", result.commit)
+    in_diff = set(re.findall(r"^\+\+\+ b/(.*)$", diff, re.MULTILINE))
+    items = plan_items(plan)
+    assert result.unanchored == [i["id"] for i in items if i["path"] not in in_diff] \
+        == ["Q1", "Q2", "Q4"]
+    carried = [i for c in review["comments"] for i in re.findall(r"\*\*(Q\d+) ·", c["body"])]
+    assert carried == [i["id"] for i in items if i["path"] in in_diff]
     for comment in review["comments"]:
         assert comment["side"] == "RIGHT" and comment["body"]
+    assert "3 threads for 6 review items" in review["body"]
+    assert "**3 items with no thread**" in review["body"]
+    assert "The review has 3 threads for 3 of 6 review items" in pull["body"]
     (run,) = hub.runs.values()
     assert run["head_sha"] == result.commit and run["conclusion"] == "failure"
     assert run["output"]["annotations_count"] >= 1
@@ -383,7 +311,7 @@ async def test_a_crash_after_every_step_still_ends_with_one_of_each(world: World
     first = await publish_sync(world.ctx, FORK, 1)
     state = load_fork_state(world.ctx.store, FORK)
     sync = state["sync"]
-    for key in ("pr", "review_commit", "check_runs", "unanchored"):
+    for key in ("pr", "review_commit", "check_runs", "unanchored", "delivery"):
         sync.pop(key)
     save_fork_state(world.ctx.store, FORK, state)
     writes = world.ctx.gh.write_count
@@ -459,10 +387,16 @@ async def test_a_rejected_review_is_posted_again_with_its_comments_in_the_body(
     result = await publish_sync(world.ctx, FORK, 1)
     (review,) = world.hub.reviews[7]
     assert "comments" not in review and review_marker(result.commit) in review["body"]
+    # The review body carries every item GitHub refused, and the PR body lists them.
+    assert "items with no thread**" in review["body"]
+    assert "GitHub refused the comment on `vime/backends/vllm_utils/vllm_engine.py`" \
+        in review["body"]
     body = world.hub.pulls[7]["body"]
-    assert "Items without a review comment" in body
+    assert "Items with no thread on the diff" in body
     assert "**Q3** `vime/backends/vllm_utils/vllm_engine.py` L21–28" in body
+    assert "The review has 0 threads" in body
     assert set(result.unanchored) >= {"Q3", "Q5"}
+    assert len(calls) == 2
 
 
 async def test_a_config_error_is_reported_as_a_failing_check_on_fork_main(
@@ -608,7 +542,7 @@ async def test_a_diff_too_large_to_render_is_read_from_the_file_patches(world: W
     gh.on("GET", re.compile(r"/repos/vime-org/vime/pulls/(\d+)/files"), files)
     result = await publish_sync(world.ctx, FORK, 1)
     (review,) = hub.reviews[7]
-    assert len(review["comments"]) == 3 and result.unanchored == []
+    assert len(review["comments"]) == 3 and result.unanchored == ["Q1", "Q2", "Q4"]
     assert gh.sent("GET", "/repos/vime-org/vime/pulls/7/files")
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.engine.report import CHECK_SUMMARY_LIMIT, render_check_output
+from bot.engine.report import CHECK_SUMMARY_LIMIT, render_check_output, warning_annotations
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,28 @@ def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
                    "after this window; `/sync extend` brings them in.\n\n" + summary)
     conclusion = "failure" if remaining else "success"
     return conclusion, title[:1000], clip_summary(summary)
+
+
+CHECK_NAME = "forksync"
+MAX_ANNOTATIONS = 50  # GitHub's limit per check-run request
+
+
+def annotation_batches(plan_json: dict[str, Any], remaining: Sequence[Remaining]
+                       ) -> list[list[dict[str, Any]]]:
+    """The check's annotations (what remains, then the config warnings), 50 per request."""
+    notes = check_annotations(remaining) + warning_annotations(plan_json)
+    return [notes[i:i + MAX_ANNOTATIONS] for i in range(0, len(notes), MAX_ANNOTATIONS)]
+
+
+def check_run_request(plan_json: dict[str, Any], remaining: Sequence[Remaining], sha: str, *,
+                      behind: int = 0) -> dict[str, Any]:
+    """The request body of ``POST /repos/{owner}/{repo}/check-runs``, first 50 annotations."""
+    conclusion, title, summary = check_output(plan_json, remaining, behind=behind)
+    batches = annotation_batches(plan_json, remaining)
+    return {"name": CHECK_NAME, "head_sha": sha, "status": "completed",
+            "conclusion": conclusion, "external_id": sha,
+            "output": {"title": title, "summary": summary,
+                       "annotations": batches[0] if batches else []}}
 
 
 def clip_summary(text: str) -> str:

@@ -1,26 +1,31 @@
-"""The ONE review of a sync PR, as data: which review items get a comment, and where.
+"""The ONE review of a sync PR, and its file-level comments, as request bodies (pure).
 
-GitHub takes a review comment only on lines of the PR diff, and rejects the whole
-review with a 422 otherwise; so every comment is checked against the diff's hunks
-(parsed with unidiff) first, and the items that fit nowhere are listed in the PR body
-instead. Posting it is :mod:`bot.github.pulls`.
+:func:`build_delivery` turns a plan and the PR diff into a :class:`Delivery`: a thread
+for every review item (placed by :mod:`bot.engine.anchor`), the exact request body of
+``POST /pulls/{n}/reviews`` and those of ``POST /pulls/{n}/comments`` for file-level
+comments. ``forksync sync --preview`` writes these very objects; the App posts them
+(:func:`bot.github.pulls.post_delivery`), so what is previewed is what is posted.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from unidiff.errors import UnidiffParseError
-from unidiff.patch import PatchSet
-
+from bot.engine.anchor import PrDiff, Thread, Where, place
+from bot.engine.gate import annotation_batches, initial_remaining
 from bot.engine.git import Git
-from bot.engine.report import fence, render_review_comment
+from bot.engine.report import BODY_LIMIT, render_body, render_comment
 
-log = logging.getLogger(__name__)
+Json = dict[str, Any]
+
+BUDGET_BASE = 5  # write requests per sync PR: 5 + ⌈review items / 50⌉
+ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit per check-run request
+_SLACK = 200  # room for the note, the ids line and the markers around an item's text
+_SUGGESTION = re.compile(r"^(`{3,})suggestion$", re.MULTILINE)
 
 
 def review_marker(commit: str) -> str:
@@ -28,110 +33,246 @@ def review_marker(commit: str) -> str:
     return f"<!-- forksync:review {commit} -->"
 
 
-def comment_items(plan_json: dict[str, Any]) -> list[dict[str, Any]]:
-    """Review items a comment can sit on: conflict regions (multi-line) and flagged lines."""
-    out = []
-    for f in plan_json.get("files", []):
-        for item in f.get("review_items", []):
-            kind = item.get("kind")
-            # A Settled hunk still has its markers: its comment carries the one-click fix.
-            if item.get("start_line") is None or (item.get("tier") == "Settled"
-                                                  and kind != "conflict"):
-                continue
-            if kind == "flag" or (kind == "conflict" and item.get("end_line") is not None):
-                out.append(item)
-    return out
+def file_marker(commit: str, path: str) -> str:
+    """The hidden marker of a file-level comment (its path JSON-quoted: no ``-->`` inside)."""
+    return f"<!-- forksync:file {commit} {json.dumps(path)[1:-1].replace('>', '%3E')} -->"
 
 
-def diff_hunks(diff_text: str) -> dict[str, list[tuple[int, int]]]:
-    """RIGHT-side line ranges (first, last; 1-based) of every hunk, per new path."""
-    try:
-        patch = PatchSet(diff_text)
-    except UnidiffParseError:
-        log.warning("could not parse the PR diff; no comment will be anchored")
-        return {}
-    hunks: dict[str, list[tuple[int, int]]] = {}
-    for patched in patch:
-        if patched.is_removed_file:
-            continue
-        hunks[patched.path] = [(h.target_start, h.target_start + h.target_length - 1)
-                               for h in patched if h.target_length > 0]
-    return hunks
+def write_budget(items: int) -> int:
+    """The most write requests one sync PR may cost."""
+    return BUDGET_BASE + -(-items // 50)
 
 
-def _comment_lines(item: dict[str, Any]) -> tuple[int, int]:
-    start = int(item["start_line"])
-    end = int(item["end_line"]) if item.get("kind") == "conflict" else start
-    return start, end
+def file_comment_budget(items: int, annotations: int) -> int:
+    """What the budget leaves for file-level comments, one request each.
+
+    Spent first: the PR, the review and one retry of it after a 422, one update of the
+    PR body, and the check run with one request per 50 annotations.
+    """
+    check = max(1, -(-annotations // ANNOTATIONS_PER_REQUEST))
+    return max(0, write_budget(items) - 4 - check)
 
 
-def anchorable(item: dict[str, Any], hunks: dict[str, list[tuple[int, int]]]) -> bool:
-    """GitHub takes a comment only on diff lines; a multi-line one must stay in one hunk."""
-    start, end = _comment_lines(item)
-    return any(first <= start and end <= last for first, last in hunks.get(item["path"], []))
+def plan_items(plan_json: Json) -> list[Json]:
+    """Every review item of the plan, in id order: each one gets a thread."""
+    return [i for f in plan_json.get("files", []) for i in f.get("review_items", [])]
 
 
-def split_anchored(items: Iterable[dict[str, Any]], diff_text: str
-                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    hunks = diff_hunks(diff_text)
-    anchored: list[dict[str, Any]] = []
-    unanchored: list[dict[str, Any]] = []
-    for item in items:
-        (anchored if anchorable(item, hunks) else unanchored).append(item)
-    return anchored, unanchored
+@dataclass(frozen=True)
+class Delivery:
+    """Where every item's thread goes, and the request bodies that put them there."""
+
+    commit: str
+    threads: tuple[Thread, ...]
+    review: Json  # the request body of POST /repos/{owner}/{repo}/pulls/{n}/reviews
+    file_comments: tuple[Json, ...]  # request bodies of POST .../pulls/{n}/comments
+    items: dict[str, Json] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def review_index(self) -> list[int]:
+        """For each of ``review["comments"]``, the index of its thread in ``threads``."""
+        return [k for k, t in enumerate(self.threads) if t.where in (Where.REGION, Where.LINE)]
+
+    @property
+    def file_index(self) -> list[int]:
+        """For each of ``file_comments``, the index of its thread in ``threads``."""
+        return [k for k, t in enumerate(self.threads) if t.where is Where.FILE]
+
+    def unplaced(self) -> list[str]:
+        """Ids of the items with no thread (the review body and the PR body carry them)."""
+        return [i for t in self.threads if t.where is Where.NONE for i in t.ids]
+
+    def summary(self) -> Json:
+        """Counts for the PR body: it never claims more than this."""
+        by = {w: [t for t in self.threads if t.where is w] for w in Where}
+        return {"items": sum(len(t.ids) for t in self.threads),
+                "threads": sum(len(by[w]) for w in (Where.REGION, Where.LINE, Where.FILE)),
+                "suggestions": sum(1 for c in self.review.get("comments", [])
+                                   if _SUGGESTION.search(c["body"])),
+                "lines": len(by[Where.LINE]) + len(by[Where.REGION]),
+                "files": len(by[Where.FILE]), "unplaced": self.unplaced()}
+
+    def to_json(self) -> Json:
+        return {"commit": self.commit, "threads": [t.to_json() for t in self.threads],
+                "summary": self.summary()}
 
 
-def review_comment(item: dict[str, Any]) -> dict[str, Any]:
-    start, end = _comment_lines(item)
-    comment: dict[str, Any] = {"path": item["path"], "line": end, "side": "RIGHT",
-                               "body": render_review_comment(item)}
-    if end > start:
-        comment.update(start_line=start, start_side="RIGHT")
+def build_delivery(plan_json: Json, diff: PrDiff, commit: str, *,
+                   items: Sequence[Json] | None = None,
+                   answers: dict[str, str] | None = None) -> Delivery:
+    """The threads of ``items`` (default: every item of the plan) and their request bodies."""
+    chosen = list(plan_items(plan_json) if items is None else items)
+    notes = [a for batch in annotation_batches(
+        plan_json, initial_remaining(plan_json, dict(answers or {}))) for a in batch]
+    budget = file_comment_budget(len(plan_items(plan_json)), len(notes))
+    threads = place(chosen, diff, file_comments=budget)
+    return _assemble(commit, tuple(threads), {i["id"]: i for i in chosen})
+
+
+def drop_threads(delivery: Delivery, gone: set[int]) -> Delivery:
+    """The delivery without the threads ``gone`` (indexes in ``threads``) GitHub refused (422).
+
+    Their items have no thread; the review body and the PR description carry them.
+    """
+    threads = tuple(
+        Thread(t.ids, t.path, Where.NONE, note=(
+            f"GitHub refused the comment on `{t.path}`" + (f" L{t.line}" if t.line else "")
+            + " (422), so it has no thread")) if k in gone else t
+        for k, t in enumerate(delivery.threads))
+    return _assemble(delivery.commit, threads, delivery.items)
+
+
+def _assemble(commit: str, threads: tuple[Thread, ...], items: dict[str, Json]) -> Delivery:
+    comments = [review_comment(t, items) for t in threads
+                if t.where in (Where.REGION, Where.LINE)]
+    files = tuple({"body": thread_body(t, items, marker=file_marker(commit, t.path)),
+                   "commit_id": commit, "path": t.path, "subject_type": "file"}
+                  for t in threads if t.where is Where.FILE)
+    review: Json = {"commit_id": commit, "event": "COMMENT", "body": ""}
+    if comments:
+        review["comments"] = comments
+    delivery = Delivery(commit, threads, review, files, items)
+    review["body"] = review_body(delivery, items)
+    return delivery
+
+
+def review_comment(thread: Thread, items: dict[str, Json]) -> Json:
+    """One entry of the review's ``comments[]``: always on the RIGHT side (commit 1's lines)."""
+    assert thread.line is not None
+    comment: Json = {"path": thread.path, "line": thread.line, "side": "RIGHT",
+                     "body": thread_body(thread, items)}
+    if thread.start_line is not None and thread.start_line < thread.line:
+        comment.update(start_line=thread.start_line, start_side="RIGHT")
     return comment
 
 
-def review_body(commit: str, anchored: int, unanchored: int) -> str:
-    lines = [f"forksync: {anchored} review item(s) below. On a conflict, the suggestion "
-             "replaces the whole marker region, so **Commit suggestion** resolves it."]
-    if unanchored:
-        lines.append(f"{unanchored} more item(s) could not be placed on the diff; "
-                     "the PR description lists them.")
-    lines.append(review_marker(commit))
-    return "\n\n".join(lines)
+def _commands(item: Json) -> str:
+    """How to answer a conflict region with no one-click suggestion, if its text does not say."""
+    if item.get("kind") != "conflict" or item.get("choices"):
+        return ""
+    choices = "ours|theirs" + ("|suggested" if item.get("suggestion") is not None else "")
+    return f" Answer with `/sync answer {item['id']} {choices}`, or edit the region by hand."
 
 
-def unanchored_lines(items: Sequence[dict[str, Any]]) -> list[str]:
-    """The PR body's entries for items that got no review comment, suggestion included."""
-    out = []
-    for item in items:
-        start, end = _comment_lines(item)
-        where = f"L{start}" if start == end else f"L{start}–{end}"
-        line = (f"- **{item['id']}** `{item['path']}` {where} ({item.get('tier', '')}): "
-                f"{item.get('question') or item.get('reason', '')}")
-        if item.get("suggestion") is not None:
-            line += ("\n  <details><summary>suggested resolution</summary>\n\n"
-                     + fence(item["suggestion"]) + "\n\n  </details>")
-        out.append(line)
+def thread_body(thread: Thread, items: dict[str, Json], *, marker: str = "",
+                limit: int = BODY_LIMIT) -> str:
+    """The text of one thread: each item's comment, with why it sits where it does."""
+    one_click = thread.where is Where.REGION
+    texts = [items[i] for i in thread.ids]
+    note = thread.note + (_commands(texts[0]) if thread.note and len(texts) == 1 else "")
+    head = [f"**{', '.join(thread.ids)}** · `{thread.path}`"] if len(texts) > 1 else []
+    share = (limit - len(note) - len(marker) - _SLACK) // len(texts)
+    parts = [render_comment([item], None, anchor=item["id"] if one_click else "", limit=share)
+             for item in texts]
+    if len(parts) == 1:
+        first, _, rest = parts[0].partition("\n\n")
+        text = "\n\n".join(p for p in (first, f"> {note}" if note else "", rest) if p)
+    else:
+        commands = "".join(_commands(item) for item in texts)
+        text = "\n\n".join([*head, f"> {note}{commands}", "\n\n---\n\n".join(parts)])
+    return text + (f"\n\n{marker}" if marker else "")
+
+
+def review_body(delivery: Delivery, items: dict[str, Json]) -> str:
+    """The review's own text: what its threads are, and in full every item with no thread."""
+    s = delivery.summary()
+    lines = [f"**forksync** · {s['threads']} thread{'s' if s['threads'] != 1 else ''} for "
+             f"{s['items']} review item{'s' if s['items'] != 1 else ''} of commit 1 "
+             f"(`{delivery.commit[:10]}`)."]
+    counts = []
+    if s["suggestions"]:
+        counts.append(f"- {s['suggestions']} with a one-click suggestion that replaces a whole "
+                      "conflict region (**Commit suggestion** resolves it)")
+    plain = s["lines"] - s["suggestions"]
+    if plain:
+        counts.append(f"- {plain} on a line of the diff, answered with the command each names")
+    if s["files"]:
+        counts.append(f"- {s['files']} file-level comment{'s' if s['files'] != 1 else ''} "
+                      "(files the diff shows without lines)")
+    lines.append("\n".join(counts))
+    orphans = [t for t in delivery.threads if t.where is Where.NONE]
+    if orphans:
+        n = sum(len(t.ids) for t in orphans)
+        lines.append(f"**{n} item{'s' if n != 1 else ''} with no thread**, in full here and "
+                     "listed in the PR description:")
+        room = BODY_LIMIT - sum(len(x) + 2 for x in lines) - 300
+        lines.extend(_orphans(orphans, items, room))
+    lines.append(review_marker(delivery.commit))
+    return "\n\n".join(x for x in lines if x)
+
+
+def _orphans(threads: list[Thread], items: dict[str, Json], room: int) -> list[str]:
+    """Each item with no thread inside a ``<details>``; one line each once room runs out."""
+    out: list[str] = []
+    for t in threads:
+        for i in t.ids:
+            item = items[i]
+            short = f"- **{i}** `{t.path}`: {t.note}.{_commands(item)}"
+            share = max(0, min(BODY_LIMIT // 4, room - len(short) * 2))
+            text = (render_comment([item], None, anchor="", limit=share)
+                    if share > 200 else "")
+            block = (f"<details><summary>{i} · <code>{_html(t.path)}</code></summary>\n\n"
+                     f"> {t.note}.{_commands(item)}\n\n{text}\n\n</details>")
+            chosen = block if text and len(block) < room - len(short) else short
+            out.append(chosen)
+            room -= len(chosen) + 2
     return out
 
 
-def offending_comments(exc: BaseException, comments: Sequence[dict[str, Any]]) -> set[int]:
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def delivery_line(summary: Json) -> str:
+    """What the PR body says of the review: only what was (or will be) posted."""
+    threads, n = summary.get("threads", 0), summary.get("items", 0)
+    if not n:
+        return "There are no review items."
+    unplaced = summary.get("unplaced", [])
+    text = (f"The review has {threads} thread{'s' if threads != 1 else ''} for "
+            f"{n - len(unplaced)} of {n} review item{'s' if n != 1 else ''}")
+    if summary.get("suggestions"):
+        text += (f", {summary['suggestions']} with a one-click suggestion that replaces a "
+                 "whole conflict region")
+    text += "."
+    if unplaced:
+        many = len(unplaced) != 1
+        text += (f" {len(unplaced)} item{'s have' if many else ' has'} no thread on the diff "
+                 f"and {'are' if many else 'is'} listed below.")
+    return text
+
+
+def pr_section(plan_json: Json, sync: Json) -> str:
+    """The bot's section of the PR body, from the plan and the fork's sync state."""
+    unplaced = set(sync.get("unanchored", []))
+    return render_body(
+        plan_json, resolved=set(sync.get("resolved", [])),
+        answers=dict(sync.get("answers", {})), behind=int(sync.get("behind", 0)),
+        unanchored=unanchored_lines([i for i in plan_items(plan_json) if i["id"] in unplaced]),
+        report_url=sync.get("report_url"),
+        posted=(sync["delivery"]["items"] - len(sync["delivery"]["unplaced"])
+                if sync.get("delivery") else None))
+
+
+def unanchored_lines(items: Sequence[Json]) -> list[str]:
+    """The PR body's entries for items with no thread."""
+    out = []
+    for item in items:
+        start, end = item.get("start_line"), item.get("end_line")
+        where = "" if start is None else f" L{start}" if end in (None, start) \
+            else f" L{start}–{end}"
+        out.append(f"- **{item['id']}** `{item['path']}`{where} ({item.get('tier', '')}): "
+                   f"{item.get('question') or item.get('reason', '')}{_commands(item)}")
+    return out
+
+
+def offending_comments(exc: BaseException, comments: Sequence[Json]) -> set[int]:
     """Indexes of the comments a 422 names; all of them when it names none we can match."""
     errors = getattr(exc, "errors", None) or []
     text = " ".join([str(exc), *(e if isinstance(e, str) else json.dumps(e) for e in errors)])
     named = {i for i, c in enumerate(comments)
              if re.search(rf"(?<![\w/.-]){re.escape(c['path'])}(?![\w/.-])", text)}
     return named or set(range(len(comments)))
-
-
-def review_payload(commit: str, comments: list[dict[str, Any]], unanchored: int
-                   ) -> dict[str, Any]:
-    """The request body of the one review: a COMMENT review, marked with its commit."""
-    payload: dict[str, Any] = {"commit_id": commit, "event": "COMMENT",
-                               "body": review_body(commit, len(comments), unanchored)}
-    if comments:
-        payload["comments"] = comments
-    return payload
 
 
 def local_diff(git_dir: str, base: str, head: str) -> str:

@@ -10,12 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bot.engine.gate import Remaining, check_annotations, check_output, clip_summary
-from bot.engine.report import warning_annotations
+from bot.engine.gate import (
+    CHECK_NAME,
+    MAX_ANNOTATIONS,
+    Remaining,
+    annotation_batches,
+    check_output,
+    check_run_request,
+    clip_summary,
+)
 from bot.github.client import GitHubClient
 
-CHECK_NAME = "forksync"
-MAX_ANNOTATIONS = 50  # GitHub's limit per check-run request
+__all__ = ["CHECK_NAME", "MAX_ANNOTATIONS", "find_check_run", "report_error",
+           "upsert_check_run"]
 
 
 async def find_check_run(gh: GitHubClient, fork: str, sha: str) -> Any | None:
@@ -33,17 +40,14 @@ async def upsert_check_run(gh: GitHubClient, fork: str, sha: str, plan_json: dic
     rescan keeps to one); the summary still names every remaining file.
     """
     conclusion, title, summary = check_output(plan_json, remaining, behind=behind)
-    notes = check_annotations(remaining) + warning_annotations(plan_json)
-    batches = [notes[i:i + MAX_ANNOTATIONS] for i in range(0, len(notes), MAX_ANNOTATIONS)]
+    batches = annotation_batches(plan_json, remaining)
     if max_batches is not None:
         batches = batches[:max_batches]
     run = await find_check_run(gh, fork, sha)
     if run is None:
-        run = await gh.post(f"/repos/{fork}/check-runs", data={
-            "name": CHECK_NAME, "head_sha": sha, "status": "completed",
-            "conclusion": conclusion, "external_id": sha,
-            "output": {"title": title, "summary": summary,
-                       "annotations": batches[0] if batches else []}})
+        # The very request body `forksync sync --preview` writes to check.json.
+        run = await gh.post(f"/repos/{fork}/check-runs",
+                            data=check_run_request(plan_json, remaining, sha, behind=behind))
         start = 1
     else:
         output = run.get("output") or {}

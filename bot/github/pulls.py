@@ -1,8 +1,10 @@
-"""A pull request through the REST API: its diff, its body, and its ONE review.
+"""A pull request through the REST API: its diff, its body, its ONE review and file comments.
 
-The review is find-or-create (a hidden marker names its commit), and a 422 never loses
-it: the comments GitHub rejects are left out of a second try, for the caller to list
-in the PR body. What the review says is built purely in :mod:`bot.engine.review`.
+The review and each file-level comment are find-or-create (hidden markers name the
+commit), and a 422 never loses the review: the comments GitHub rejects are left out of
+a second try, for the caller to list in the PR body. Every request body is built purely
+in :mod:`bot.engine.review` (a :class:`~bot.engine.review.Delivery`); this is the one
+place that posts one.
 """
 
 from __future__ import annotations
@@ -12,32 +14,32 @@ from typing import Any
 
 from gidgethub import BadRequest
 
+from bot.engine.anchor import PrDiff
 from bot.engine.report import BODY_LIMIT, merge_body
-from bot.engine.review import offending_comments, review_comment, review_marker, review_payload
+from bot.engine.review import Delivery, drop_threads, offending_comments, review_marker
+from bot.errors import ForksyncError
 from bot.github.client import GitHubClient
 
 log = logging.getLogger(__name__)
 
 
-async def pr_diff(gh: GitHubClient, fork: str, number: int) -> str | None:
-    """The PR diff as GitHub shows it; from the per-file patches when it is too large."""
+async def pr_diff(gh: GitHubClient, fork: str, number: int) -> PrDiff | None:
+    """The PR diff as GitHub shows it; from the file listing when it is too large for one."""
     try:
         text = await gh.getitem(f"/repos/{fork}/pulls/{number}",
                                 accept="application/vnd.github.diff")
         if isinstance(text, str):
-            return text
+            return PrDiff.parse(text)
     except BadRequest as exc:  # 406: too large to render as one diff
         log.info("%s#%d: no whole PR diff (%s); reading the file patches", fork, number, exc)
+    except ForksyncError as exc:
+        log.warning("%s#%d: %s; reading the file patches", fork, number, exc)
     try:
-        parts = []
-        async for f in gh.getiter(f"/repos/{fork}/pulls/{number}/files?per_page=100"):
-            if f.get("patch") is None:
-                continue  # binary, or too large for GitHub to show: no line can be commented
-            old = f.get("previous_filename") or f["filename"]
-            parts.append(f"diff --git a/{old} b/{f['filename']}\n--- a/{old}\n"
-                         f"+++ b/{f['filename']}\n{f['patch']}\n")
-        return "".join(parts)
-    except BadRequest as exc:
+        # A file without a ``patch`` (binary, or too large to show) is in the diff with
+        # no line: it can still take a file-level comment.
+        return PrDiff.from_listing(
+            [f async for f in gh.getiter(f"/repos/{fork}/pulls/{number}/files?per_page=100")])
+    except (BadRequest, ForksyncError) as exc:
         log.warning("%s#%d: no PR files (%s); anchoring on the local diff", fork, number, exc)
         return None
 
@@ -69,29 +71,46 @@ async def review_posted(gh: GitHubClient, fork: str, number: int, commit: str) -
     return False
 
 
-async def post_review(gh: GitHubClient, fork: str, number: int, commit: str,
-                      anchored: list[dict[str, Any]], unanchored: int, *,
-                      checked: bool = False) -> list[str] | None:
-    """Post the one review of ``commit`` (find-or-create); None if it is already there.
+async def post_delivery(gh: GitHubClient, fork: str, number: int, delivery: Delivery, *,
+                        review_there: bool | None = None) -> Delivery:
+    """Post the one review and every file-level comment not on the PR yet; what it now carries.
 
-    ``checked`` says the caller has just looked with :func:`review_posted`. Returns the
-    ids of the items whose comments GitHub rejected with a 422: the review goes out
-    again without them, and the caller lists them in the PR body instead, so a bad
-    anchor never loses the review.
+    The request bodies are the delivery's own (what ``forksync sync --preview`` writes).
+    ``review_there`` is what the caller just found with :func:`review_posted` (None: look). A
+    422 never loses the review: it goes out again without the comments GitHub named, and
+    a refused file-level comment is left out; their items come back with no thread, for
+    the caller to list in the PR body.
     """
-    if not checked and await review_posted(gh, fork, number, commit):
-        return None
-    url = f"/repos/{fork}/pulls/{number}/reviews"
-    comments = [review_comment(item) for item in anchored]
-    try:
-        await gh.post(url, data=review_payload(commit, comments, unanchored))
-    except BadRequest as exc:
-        if exc.status_code != 422 or not comments:
-            raise
-        bad = offending_comments(exc, comments)
-        log.warning("%s#%d: review rejected (%s); moving %d comment(s) to the PR body",
-                    fork, number, exc, len(bad))
-        kept = [c for i, c in enumerate(comments) if i not in bad]
-        await gh.post(url, data=review_payload(commit, kept, unanchored + len(bad)))
-        return [anchored[i]["id"] for i in sorted(bad)]
-    return []
+    url = f"/repos/{fork}/pulls/{number}"
+    if review_there is None:
+        review_there = await review_posted(gh, fork, number, delivery.commit)
+    if not review_there:
+        comments = delivery.review.get("comments", [])
+        try:
+            await gh.post(f"{url}/reviews", data=delivery.review)
+        except BadRequest as exc:
+            if exc.status_code != 422 or not comments:
+                raise
+            bad = offending_comments(exc, comments)
+            log.warning("%s#%d: review rejected (%s); %d comment(s) left out", fork, number,
+                        exc, len(bad))
+            delivery = drop_threads(delivery, {delivery.review_index[i] for i in bad})
+            await gh.post(f"{url}/reviews", data=delivery.review)
+    if not delivery.file_comments:
+        return delivery
+    # Find-or-create by hidden marker, so a resumed run never posts one twice.
+    posted = {c.get("body", "").rsplit("\n", 1)[-1] async for c in
+              gh.getiter(f"{url}/comments?per_page=100") if c.get("subject_type") == "file"}
+    refused = set()
+    for k, body in zip(delivery.file_index, delivery.file_comments, strict=True):
+        if body["body"].rsplit("\n", 1)[-1] in posted:
+            continue
+        try:
+            await gh.post(f"{url}/comments", data=body)
+        except BadRequest as exc:
+            if exc.status_code != 422:
+                raise
+            log.warning("%s#%d: file comment on %s refused (%s)", fork, number, body["path"],
+                        exc)
+            refused.add(k)
+    return drop_threads(delivery, refused) if refused else delivery

@@ -590,6 +590,69 @@ class Api:
         return (f.diff_hunk(hunk, line_obj), line_obj.position, int(comment["line"]), side,
                 start_line, start_side)
 
+    @route("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments")
+    async def create_review_comment(self, call: Call) -> web.StreamResponse:
+        """One review comment outside a review: on a line, on a whole file, or a reply.
+
+        GitHub files it under a one-comment review of its own. A file-level comment
+        (``subject_type: file``) needs only its path to be in the PR diff; with any other
+        path GitHub answers 422 (the thread's path is invalid, it has no diff hunk).
+        """
+        repo = self.repo(call)
+        pr = self.pull_of(repo, call.params["pull_number"])
+        body = call.body or {}
+        text = str(body.get("body", ""))
+        if len(text) > BODY_LIMIT:
+            raise validation_failed("PullRequestReviewComment", "body", message=(
+                f"Body is too long (maximum is {BODY_LIMIT} characters)"))
+        user = self.author(call)
+        if body.get("in_reply_to") is not None:  # every other field is ignored
+            parent = self._review_comment(repo, str(body["in_reply_to"]))
+            reply = await self.sim.add_review_reply(repo, pr, parent, user, text)
+            return respond(self.render.review_comment(reply, repo), 201)
+        commit_id = str(body["commit_id"])
+        resolved = await gitrepo.rev_parse(repo.git_dir, commit_id)
+        if resolved is None or not await gitrepo.is_ancestor(repo.git_dir, resolved,
+                                                             pr.head_sha):
+            raise validation_failed(
+                "PullRequestReviewComment", "pull_request_review_thread.end_commit_oid",
+                message="pull_request_review_thread.end_commit_oid is not part of the pull "
+                        "request")
+        _, files = await self.pr_diff_files(repo, pr, resolved)
+        f = {x.filename: x for x in files}.get(str(body["path"]))
+        if f is None:
+            raise ApiError(422, "Validation Failed", [
+                {"resource": "PullRequestReviewComment", "code": "invalid",
+                 "field": "pull_request_review_thread.path"},
+                {"resource": "PullRequestReviewComment", "code": "missing_field",
+                 "field": "pull_request_review_thread.diff_hunk"}])
+        if body.get("subject_type") == "file":
+            diff_hunk = f.patch.split("\n", 1)[0] if f.patch else ""
+            where: tuple[str, int | None, int | None, Any, int | None, Any] = (
+                diff_hunk, None, None, "RIGHT", None, None)
+        else:
+            try:
+                where = self._anchor(body, {f.filename: f})
+            except ApiError as exc:
+                message = str((exc.errors or [exc.message])[0])
+                raise validation_failed("PullRequestReviewComment",
+                                        "pull_request_review_thread.line",
+                                        message=f"pull_request_review_thread.line: {message}"
+                                        ) from None
+        review = Review(self.state.next_id(), repo.full_name, pr.number, user, "", "COMMENTED",
+                        resolved, submitted_at=now())
+        self.state.reviews[review.id] = review
+        diff_hunk, position, line, side, start_line, start_side = where
+        comment = ReviewComment(
+            id=self.state.next_id(), review_id=review.id, repo=repo.full_name, number=pr.number,
+            user=user, path=f.filename, body=text, commit_id=resolved, diff_hunk=diff_hunk,
+            position=position, line=line, side=side, start_line=start_line,
+            start_side=start_side,
+            subject_type="file" if body.get("subject_type") == "file" else "line")
+        self.state.review_comments[comment.id] = comment
+        await self.sim.events.review_comment(repo, pr, comment)
+        return respond(self.render.review_comment(comment, repo), 201)
+
     @route("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies")
     async def reply_to_review_comment(self, call: Call) -> web.StreamResponse:
         repo = self.repo(call)

@@ -278,8 +278,7 @@ class Render:
         return {
             "url": url, "pull_request_review_id": comment.review_id, "id": comment.id,
             "node_id": node_id("PRRC", comment.id), "diff_hunk": comment.diff_hunk,
-            "path": comment.path, "position": comment.position,
-            "original_position": comment.position, "commit_id": comment.commit_id,
+            "path": comment.path, "commit_id": comment.commit_id,
             "original_commit_id": comment.commit_id, "user": self.user(comment.user),
             "body": comment.body, "created_at": iso(comment.created_at),
             "updated_at": iso(comment.created_at), "html_url": html,
@@ -288,10 +287,14 @@ class Render:
             "_links": {"self": {"href": url}, "html": {"href": html},
                        "pull_request": {"href": f"{api}/pulls/{comment.number}"}},
             "start_line": comment.start_line, "original_start_line": comment.start_line,
-            "start_side": comment.start_side, "line": comment.line,
-            "original_line": comment.line, "side": comment.side, "subject_type": "line",
+            "start_side": comment.start_side, "side": comment.side,
+            "subject_type": comment.subject_type,
             "reactions": self.reactions_summary(f"{url}/reactions", comment.reactions),
-        } | ({"in_reply_to_id": comment.in_reply_to_id} if comment.in_reply_to_id else {})
+        } | ({"in_reply_to_id": comment.in_reply_to_id} if comment.in_reply_to_id else {}) | (
+            # A file-level comment sits on no line of the diff.
+            {"position": comment.position, "original_position": comment.position,
+             "line": comment.line, "original_line": comment.line}
+            if comment.subject_type == "line" else {})
 
     # --- checks -----------------------------------------------------------------------------
 

@@ -162,6 +162,7 @@ class ReviewComment:
     in_reply_to_id: int | None = None
     created_at: datetime = field(default_factory=now)
     reactions: list[Reaction] = field(default_factory=list)
+    subject_type: Literal["line", "file"] = "line"
 
 
 @dataclass

@@ -77,6 +77,10 @@ async def answer_many(run: Runner, command: Answer) -> str:
 def validate_answer(item: dict[str, Any], question: str, choice: str) -> str:
     """The choice as recorded, or CommandFailed saying which choices the item takes."""
     choices = [str(c) for c in item.get("choices") or []]
+    if item.get("kind") == "conflict" and choice.lower() in ("ours", "theirs", "suggested"):
+        # Any conflict region, Settled ones too: its markers stay until someone takes a
+        # side, and a comment that cannot carry a suggestion offers these commands.
+        return choice.lower()
     if item.get("tier") == "Settled" or item.get("kind") == "policy":
         raise CommandFailed(f"{item['id']} is settled ({item.get('reason', '')}) and needs "
                             "no answer.")

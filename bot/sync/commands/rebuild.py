@@ -21,18 +21,20 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bot.engine.anchor import PrDiff
 from bot.engine.config import CONFIG_PATH
 from bot.engine.git import Git
-from bot.engine.review import comment_items, local_diff, split_anchored
+from bot.engine.review import build_delivery, local_diff, plan_items
 from bot.github import remote
 from bot.github.checks import upsert_check_run
-from bot.github.pulls import post_review
+from bot.github.pulls import post_delivery
 from bot.sync.commands import gitops
 from bot.sync.commands.parse import Extend, Refresh
 from bot.sync.commands.replay import Recorded, Replayed, record_branch, replay_onto
 from bot.sync.commands.request import CommandFailed, join_and
 from bot.sync.commands.runner import Branch, Runner
 from bot.sync.publish.pr import pr_title, render_pr_body
+from bot.sync.publish.review import record
 from bot.sync.state import load_plan, remember_pushed, save_plan
 
 if TYPE_CHECKING:
@@ -212,7 +214,7 @@ async def finish_rebuild(run: Runner, pending: dict[str, Any]) -> None:
     from bot.sync.followup import scan
 
     sync = run.sync
-    for key in ("resolved", "remaining", "review_commit", "unanchored", "resolutions",
+    for key in ("resolved", "remaining", "review_commit", "unanchored", "delivery", "resolutions",
                 "resolved_by_command", "refused_head"):
         sync.pop(key, None)
     sync.update({k: v for k, v in pending.items()
@@ -237,21 +239,21 @@ async def finish_rebuild(run: Runner, pending: dict[str, Any]) -> None:
     sync["remaining"] = [r.to_json() for r in result.remaining]
 
     still_open = {r.item_id for r in result.remaining}
-    items = [i for i in comment_items(plan_json) if i["id"] in still_open]
+    items = [i for i in plan_items(plan_json) if i["id"] in still_open]
     diff = await asyncio.to_thread(local_diff, git.git_dir, sync["ours"], sync["commit"])
-    anchored, unanchored = split_anchored(items, diff)
-    sync["unanchored"] = [i["id"] for i in unanchored]
+    delivery = build_delivery(plan_json, PrDiff.parse(diff), sync["commit"], items=items,
+                              answers=dict(sync.get("answers", {})))
+    record(sync, delivery)
     await run.save()
 
     await run.patch_pr(pull, render_pr_body(plan_json, sync), title=pr_title(plan_json))
     if sync.get("review_commit") != sync["commit"]:
-        # One review on the new commit 1 for the items still open (find-or-create). Items
-        # whose comment GitHub rejected (422) move to the PR body, as the publisher does.
-        moved = await post_review(run.gh, run.req.fork, run.req.pr, sync["commit"], anchored,
-                                  len(unanchored)) or []
+        # One review on the new commit 1 for the items still open (find-or-create), posted
+        # the way the publisher posts it; what GitHub refused (422) moves to the PR body.
+        posted = await post_delivery(run.gh, run.req.fork, run.req.pr, delivery)
         sync["review_commit"] = sync["commit"]
-        if moved:
-            sync["unanchored"] = [*sync["unanchored"], *moved]
+        if posted.unplaced() != delivery.unplaced():
+            record(sync, posted)
             await run.save()
             pull = await run.gh.getitem(f"/repos/{run.req.fork}/pulls/{run.req.pr}")
             await run.patch_pr(pull, render_pr_body(plan_json, sync))

@@ -10,8 +10,7 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.engine.report import render_body
-from bot.engine.review import comment_items, unanchored_lines
+from bot.engine.review import pr_section
 from bot.github.client import GitHubClient
 from bot.sync.publish.context import RunContext
 
@@ -31,14 +30,7 @@ async def open_pr(run: RunContext, plan_json: dict[str, Any]) -> Any:
 
 def render_pr_body(plan_json: dict[str, Any], sync: dict[str, Any]) -> str:
     """The bot's section of the PR body from the plan and what the state knows now."""
-    unanchored_ids = set(sync.get("unanchored", []))
-    body: str = render_body(
-        plan_json, resolved=set(sync.get("resolved", [])),
-        answers=dict(sync.get("answers", {})), behind=int(sync.get("behind", 0)),
-        unanchored=unanchored_lines([i for i in comment_items(plan_json)
-                                     if i["id"] in unanchored_ids]),
-        report_url=sync.get("report_url"))
-    return body
+    return pr_section(plan_json, sync)
 
 
 def _title_stem(plan_json: dict[str, Any]) -> str:
