@@ -848,6 +848,49 @@ def make_demo(directory: str | Path) -> Scenario:
     return s
 
 
+def make_threads(directory: str | Path) -> Scenario:
+    """A window whose review items need every place a thread can have on the PR diff.
+
+    - a conflict region inside one hunk (a one-click suggestion), and one whose long ours
+      side splits it over two hunks (a comment on its first line);
+    - a text file the fork deleted and upstream changed (modify/delete: the whole file is
+      new in the diff, so its comment sits on line 1);
+    - a PNG the fork deleted and upstream changed (in the diff with no line: a file-level
+      comment);
+    - a PNG both changed, and a Dockerfile under an ``ours`` policy (commit 1 keeps the
+      fork's file, so the PR diff does not have it: no thread);
+    - a flagged line, and ``docker/version.txt`` under a ``theirs`` policy.
+    """
+    s = Scenario(directory)
+    table = "".join(f"row_{i} = {i}\n" for i in range(1, 61))
+    s.upstream_pr(4, "Add the table and assets", "dana", files={
+        "slime/utils/table.py": table, "slime/utils/legacy.py": "old = 1\nolder = 2\n",
+        "imgs/logo.png": PNG_1X1 + b"\x00v1"})
+    s.sync_fork()
+    lines = table.splitlines(keepends=True)
+    fork_table = [ln.replace("\n", "  # vime\n") if 10 <= k <= 30 or k == 50 else ln
+                  for k, ln in enumerate(lines, 1)]
+    s.fork_commit("vime: own table, no legacy module, no logo", {
+        "vime/utils/table.py": "".join(fork_table), "vime/utils/legacy.py": None,
+        "imgs/logo.png": None, "imgs/arch.png": PNG_1X1 + b"\x00vime"})
+    up_table = [ln.replace("\n", "  # upstream\n") if k in (10, 30, 50) else ln
+                for k, ln in enumerate(lines, 1)]
+    s.upstream_pr(5, "Tune the table", "alice", files={"slime/utils/table.py": "".join(up_table)})
+    s.upstream_pr(6, "Legacy: one more value", "bob", files={
+        "slime/utils/legacy.py": "old = 1\nolder = 2\noldest = 3\n"})
+    s.upstream_pr(7, "New logo and diagram", "carol", files={
+        "imgs/logo.png": PNG_1X1 + b"\x00v2", "imgs/arch.png": PNG_1X1 + b"\x00v2"})
+    up_args = "slime/utils/arguments.py"
+    s.upstream_pr(8, "Metrics and a new base image", "erin", files={
+        up_args: s.upstream_file(up_args).decode().replace(
+            "    return parser\n",
+            '    parser.add_argument("--sglang-enable-metrics", action="store_true")\n'
+            "    return parser\n", 1),
+        "docker/version.txt": "0.4.7\n",
+        "docker/Dockerfile": "FROM lmsysorg/sglang:v0.4.7\nRUN pip install slime\n"})
+    return s
+
+
 # ------------------------------------------------------------------------ large repos
 
 

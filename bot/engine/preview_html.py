@@ -142,11 +142,13 @@ def _file(f: DiffFile, threads: list[tuple[int, Thread]], bodies: dict[int, str]
     file_level = "".join(_thread(t, bodies[k], []) for k, t in threads
                          if t.where is Where.FILE)
     on_lines = [(k, t) for k, t in threads if t.where is not Where.FILE]
-    hunks = "".join(_hunk(h, [(k, t) for k, t in on_lines if t.line is not None
-                              and h.first <= t.line <= h.last], bodies)
-                    for h in f.right_hunks)
+    shown = [_hunk(h, [(k, t) for k, t in on_lines if t.line is not None
+                       and h.first <= t.line <= h.last], bodies) for h in f.right_hunks]
+    quiet = sum(1 for h in shown if not h)
+    more = (f'<tr class="gap"><td colspan="3">⋯ {quiet} more hunk{"s" if quiet != 1 else ""}'
+            " with no thread</td></tr>") if quiet and on_lines else ""
     return (f'<div class="file" data-path="{html.escape(f.path)}">{head}{file_level}'
-            f'<table class="diff">{hunks}</table></div>')
+            f'<table class="diff">{"".join(shown)}{more}</table></div>')
 
 
 def _hunk(h: DiffHunk, numbered: list[tuple[int, Thread]], bodies: dict[int, str]) -> str:
@@ -248,10 +250,10 @@ table.diff{border-collapse:collapse;width:100%;font:12px/20px ui-monospace,Menlo
 table.diff td.num{width:1%;min-width:40px;color:#59636e;text-align:right;padding:0 8px;
 user-select:none}
 table.diff td.code{white-space:pre-wrap;padding:0 8px}
-tr.add td{background:#dafbe1}tr.del td{background:#ffebe9}
-tr.selected td{background:#fff8c5}
-tr.hunk-head td,tr.gap td{background:#ddf4ff;color:#59636e;padding:2px 8px}
-tr.thread-row td{padding:8px 16px;background:#f6f8fa;font:14px/1.5 -apple-system,
+tr.add>td{background:#dafbe1}tr.del>td{background:#ffebe9}
+tr.selected>td{background:#fff8c5}
+tr.hunk-head>td,tr.gap>td{background:#ddf4ff;color:#59636e;padding:2px 8px}
+tr.thread-row>td{padding:8px 16px;background:#f6f8fa;font:14px/1.5 -apple-system,
 "Segoe UI",Helvetica,Arial,sans-serif}
 .suggestion{border:1px solid #d1d9e0;border-radius:6px;margin:8px 0}
 .suggestion-head{background:#f6f8fa;padding:4px 12px;font-weight:600;
