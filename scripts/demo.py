@@ -4,6 +4,7 @@ run `forksync plan` and `forksync sync` on them, and show the draft PR that woul
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -34,17 +35,29 @@ def main() -> int:
     print("\n== forksync plan (dry run)")
     subprocess.run([*forksync, "plan", *common, "--json", str(out / "report.json"),
                     "--markdown", str(out / "pr-body.md")], check=True)
-    print("\n== forksync sync (writes commit 1 onto a new branch of the fork)")
-    done = subprocess.run([*forksync, "sync", *common], check=True, capture_output=True,
-                          text=True)
+    print("\n== forksync sync --preview (commit 1 onto a new branch of the fork, and exactly "
+          "what the App would post)")
+    preview = out / "preview"
+    done = subprocess.run([*forksync, "sync", *common, "--preview", str(preview)], check=True,
+                          capture_output=True, text=True)
     print(done.stdout, end="")
     branch = done.stdout.strip().splitlines()[-1]
     log = subprocess.run(["git", "-C", str(scenario.fork_dir), "log", "-1", "--format=%B",
                           branch], check=True, capture_output=True, text=True).stdout
     print(f"\n== commit 1 on {branch}\n{log}")
-    print("== PR preview (the draft PR body forksync would open)\n")
-    print((out / "pr-body.md").read_text())
+    print("== the draft PR body forksync would open (preview/pr.md)\n")
+    print((preview / "pr.md").read_text())
+    review = json.loads((preview / "review.json").read_text())
+    files = json.loads((preview / "file-comments.json").read_text())
+    print(f"\n== the review: {len(review.get('comments', []))} comments on the diff, "
+          f"{len(files)} file-level comments (preview/review.json, file-comments.json)\n")
+    for c in review.get("comments", []):
+        where = (f"L{c['start_line']}–{c['line']}" if "start_line" in c else f"L{c['line']}")
+        print(f"  {c['path']} {where}: {c['body'].splitlines()[0]}")
+    for c in files:
+        print(f"  {c['path']} (file): {c['body'].splitlines()[0]}")
     print(f"\nReports: {out / 'report.json'} and {out / 'pr-body.md'}")
+    print(f"Open the preview of the whole PR in a browser: {(preview / 'preview.html').as_uri()}")
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything forksync needs on a fresh machine: a virtualenv with the
-# package and its test tools, and the npm packages holding GitHub's OpenAPI
-# descriptions (the simulator validates every request against them).
+# package and its test tools, the npm packages holding GitHub's OpenAPI
+# descriptions (the simulator validates every request against them), and
+# Debian's chromium (the preview page is tested in a real browser).
 # Sourced by scripts/demo and scripts/test; safe to run again.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,6 +22,16 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
   .venv/bin/python -m pip install --quiet -e '.[test]'
   touch "$stamp"
+fi
+# Debian's Chromium: the tests render `forksync sync --preview`'s page in a real browser.
+if [ "${FORKSYNC_SKIP_BROWSER:-0}" != 1 ] && ! command -v chromium >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends chromium >/dev/null \
+      || { echo "setup: could not install chromium (apt-get install chromium)" >&2; exit 1; }
+  else
+    echo "setup: chromium is required for the preview tests (apt-get install chromium)" >&2
+    exit 1
+  fi
 fi
 if [ "${FORKSYNC_SKIP_NPM:-0}" != 1 ] && [ -f package-lock.json ]; then
   if [ ! -d node_modules/@octokit/openapi ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

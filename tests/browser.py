@@ -39,6 +39,9 @@ class Browser:
         self._events: list[dict[str, Any]] = []
 
     async def __aenter__(self) -> Browser:
+        if not Path(CHROMIUM).exists():
+            raise RuntimeError(f"{CHROMIUM} is missing: scripts/setup.sh installs Debian's "
+                               "chromium")
         self._proc = subprocess.Popen(
             [CHROMIUM, *FLAGS, f"--user-data-dir={self._profile.name}",
              f"--window-size={self.size[0]},{self.size[1]}", "--remote-debugging-port=0",

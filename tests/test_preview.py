@@ -22,15 +22,11 @@ from bot.engine.anchor import PrDiff
 from bot.engine.preview import build_preview
 from bot.engine.preview_html import markdown
 from bot.engine.review import build_delivery, local_diff
-from tests.browser import CHROMIUM, Browser
+from tests.browser import Browser
 from tests.factory import make_threads
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FILES = ["check.json", "file-comments.json", "pr.md", "preview.html", "review.json"]
-
-needs_chromium = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="scripts/setup.sh installs chromium")
-
 
 def forksync(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -113,7 +109,6 @@ PLACES = """(() => [...document.querySelectorAll('.thread')].map(t => {
 }))()"""
 
 
-@needs_chromium
 async def test_the_page_shows_each_thread_in_place_in_a_real_browser(
         preview: dict[str, Any]) -> None:
     out = preview["out"]
@@ -178,7 +173,6 @@ async def test_the_page_shows_each_thread_in_place_in_a_real_browser(
         assert png_size(full) == (1280, 900)
 
 
-@needs_chromium
 async def test_the_page_runs_nothing_and_loads_nothing_from_the_text_it_shows(
         preview: dict[str, Any], tmp_path: Path) -> None:
     plan = json.loads(json.dumps(preview["plan"]))

@@ -169,7 +169,8 @@ class Events:
         envelope, inst = self._envelope(repo, comment.user)
         pull = await self.sim.pull_json(repo, pr, full=False)
         payload: JSON = {"action": "created", "pull_request": pull,
-                         "comment": self.sim.render.review_comment(comment, repo)}
+                         "comment": self.sim.render.review_comment(comment, repo,
+                                                                    webhook=True)}
         self._send("pull_request_review_comment", payload | envelope, inst)
 
     async def _issue(self, repo: Repo, pr: PullRequest) -> JSON:

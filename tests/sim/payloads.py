@@ -271,7 +271,8 @@ class Render:
             "author_association": self.association(review.user, repo),
         }
 
-    def review_comment(self, comment: ReviewComment, repo: Repo) -> JSON:
+    def review_comment(self, comment: ReviewComment, repo: Repo, *,
+                       webhook: bool = False) -> JSON:
         api = f"{self.urls.api}/repos/{repo.full_name}"
         html = f"{self.urls.html}/{repo.full_name}/pull/{comment.number}#discussion_r{comment.id}"
         url = f"{api}/pulls/comments/{comment.id}"
@@ -291,10 +292,14 @@ class Render:
             "subject_type": comment.subject_type,
             "reactions": self.reactions_summary(f"{url}/reactions", comment.reactions),
         } | ({"in_reply_to_id": comment.in_reply_to_id} if comment.in_reply_to_id else {}) | (
-            # A file-level comment sits on no line of the diff.
             {"position": comment.position, "original_position": comment.position,
              "line": comment.line, "original_line": comment.line}
-            if comment.subject_type == "line" else {})
+            if comment.subject_type == "line" else
+            # A file-level comment sits on no line: the REST answer leaves the line out, the
+            # webhook (whose schema requires the keys) says null; its schema wants an
+            # integer original_position, so 1.
+            {"position": None, "original_position": 1, "line": None, "original_line": None}
+            if webhook else {})
 
     # --- checks -----------------------------------------------------------------------------
 
