@@ -4,15 +4,18 @@
 ``forksync serve`` runs as its own process against the GitHub simulator, which counts
 every non-GET REST call (git traffic and token minting are not API writes). Targets:
 
-* per sync PR: at most 5 + ⌈review items / 50⌉ (one PR, one review, the check run
-  with its annotation batches, at most one body update);
+* per sync PR: at most 5 + ⌈review items / 50⌉ (one PR, one review, a file-level
+  comment for each file the diff shows without lines, the check run with its annotation
+  batches, at most one body update);
 * per push rescan: at most 2 (the checklist in the body, the check run on the head);
 * and, for information, per upstream merge while the sync PR is open (its "behind"
   status in the body and the check).
 
-Scenarios: the small e2e pair (3 conflict hunks), and a synthetic window from
-``tests.factory.make_large`` with more than 50 review items, so annotation batching
-shows up. Usage: ``.venv/bin/python bench/bench_app.py [--large-files 2000]``.
+Scenarios: the small e2e pair (3 conflict hunks); ``tests.factory.make_threads``, whose
+items need every kind of thread (a one-click region, a region over two hunks, a whole
+file, a file-level comment on a binary, and files the PR does not change); and a
+synthetic window from ``tests.factory.make_large`` with more than 50 review items, so
+annotation batching shows up. Usage: ``.venv/bin/python bench/bench_app.py [--large-files 2000]``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import asyncio
 import json
 import math
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot.engine.markers import find_marker_regions  # noqa: E402
-from tests.factory import make_large  # noqa: E402
+from tests.factory import make_large, make_threads  # noqa: E402
 from tests.sim import Simulator  # noqa: E402
 from tests.test_e2e import FORK, UPSTREAM, Bot, World, build_scenario  # noqa: E402
 
@@ -72,14 +76,18 @@ async def run_scenario(name: str, root: Path, upstream_src: Path, fork_src: Path
         seconds = time.monotonic() - started
         pr = world.sync_pr()
         items = plan_items(world)
-        comments = len(sim.review_comments(FORK, pr.number))
+        threads = sim.review_comments(FORK, pr.number)
+        comments = len(threads)
+        file_level = sum(1 for c in threads if c.subject_type == "file")
+        carried = {q for c in threads for q in re.findall(r"^\*\*(Q\d+) ·", c.body, re.M)}
         annotations = len(world.check(pr.head_sha).annotations)
 
         rescan_writes = []
         head = pr.head_sha
         for _ in range(rescans):
             path = next(c.path for c in sim.review_comments(FORK, pr.number)
-                        if find_marker_regions(world.file_at(head, c.path)))
+                        if c.subject_type == "line"
+                        and find_marker_regions(world.file_at(head, c.path)))
             text = world.file_at(head, path)
             region = find_marker_regions(text)[0]
             lines = text.splitlines(keepends=True)
@@ -100,6 +108,7 @@ async def run_scenario(name: str, root: Path, upstream_src: Path, fork_src: Path
         assert len(world.sync_prs()) == 1
         problems = sim.violations + sim.unimplemented + sim.internal_errors
         return {"scenario": name, "items": items, "comments": comments,
+                "file_level": file_level, "threaded": len(carried),
                 "annotations": annotations, "sync_writes": sync_writes,
                 "budget": 5 + math.ceil(items / 50), "rescan_writes": rescan_writes,
                 "behind_writes": behind_writes,
@@ -136,6 +145,10 @@ async def main() -> int:
         small = build_scenario(root / "small-repos")
         results.append(await run_scenario("small (e2e pair)", root / "small",
                                           small.upstream_dir, small.fork_dir, merge=True))
+        threads = make_threads(root / "threads-repos")
+        results.append(await run_scenario("threads (every kind of place)", root / "threads",
+                                          threads.upstream_dir, threads.fork_dir,
+                                          merge=False, rescans=1))
         large = make_large(root / "large-repos", args.large_files,
                            window_files=args.window_files, window_prs=48, fork_share=0.5)
         results.append(await run_scenario(
@@ -146,7 +159,8 @@ async def main() -> int:
         sync_ok = r["sync_writes"] <= r["budget"]
         rescan_ok = all(n <= 2 for n in r["rescan_writes"])
         ok = ok and sync_ok and rescan_ok and not r["problems"]
-        print(f"{r['scenario']}: {r['items']} review items, {r['comments']} review comments, "
+        print(f"{r['scenario']}: {r['items']} review items, {r['comments']} threads "
+              f"({r['file_level']} file-level) carrying {r['threaded']} items, "
               f"{r['annotations']} annotations")
         print(f"  write requests per sync PR:     {r['sync_writes']:3d}  (target ≤ 5 + "
               f"⌈{r['items']}/50⌉ = {r['budget']})  {'ok' if sync_ok else 'OVER'}"

@@ -375,6 +375,13 @@ def test_validate_answer() -> None:
     settled = {"id": "Q2", "tier": "Settled", "kind": "policy", "reason": "policy: ours"}
     with pytest.raises(Exception, match="Q2 is settled"):
         validate_answer(settled, "Q2", "ours")
+    # A Settled conflict region keeps its markers: a comment that cannot carry its
+    # suggestion offers these answers, so they are taken.
+    region = {"id": "Q3", "tier": "Settled", "kind": "conflict", "choices": []}
+    assert validate_answer(region, "Q3", "Suggested") == "suggested"
+    assert validate_answer(region, "Q3", "ours") == "ours"
+    with pytest.raises(Exception, match="Q3 is settled"):
+        validate_answer(region, "Q3", "both")
 
 
 # -- resolve --------------------------------------------------------------------------------
@@ -609,11 +616,13 @@ async def test_a_rejected_review_comment_moves_to_the_pr_body(
     await live.comment("/sync extend")
     first, second = live.gh.sent("POST", f"/repos/{FORK}/pulls/{PR}/reviews")
     assert len(first.data["comments"]) == 2 and "comments" not in second.data
-    assert "2 more item(s) could not be placed" in second.data["body"]
+    assert "**2 items with no thread**" in second.data["body"]
+    assert "GitHub refused the comment on `vime/calc.py`" in second.data["body"]
     sync = live.sync()
     assert len(sync["unanchored"]) == 2
     body = live.gh.sent("PATCH", f"/repos/{FORK}/pulls/{PR}")[-1].data["body"]
-    assert "Items without a review comment" in body
+    assert "Items with no thread on the diff" in body
+    assert "review items have a review thread." in body and " 0 of " in body
 
 
 async def test_extend_to_a_tip_already_in_the_window(live: Live) -> None:

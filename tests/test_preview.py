@@ -75,7 +75,7 @@ def test_the_preview_is_the_request_bodies_for_commit_1(preview: dict[str, Any])
         [f"Q{n}" for n in range(1, 8)]
     assert orphans == ["Q1", "Q2"]  # the Dockerfile (policy ours) and a binary both changed
     body = (out / "pr.md").read_text()
-    assert "The review has 5 threads for 5 of 7 review items" in body
+    assert "5 of 7 review items have a review thread" in body
     assert "**Q1** `docker/Dockerfile`" in body and "**Q2** `imgs/arch.png`" in body
 
 

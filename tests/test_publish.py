@@ -288,7 +288,7 @@ async def test_a_sync_opens_one_draft_pr_with_one_review_and_a_failing_check(
         assert comment["side"] == "RIGHT" and comment["body"]
     assert "3 threads for 6 review items" in review["body"]
     assert "**3 items with no thread**" in review["body"]
-    assert "The review has 3 threads for 3 of 6 review items" in pull["body"]
+    assert "3 of 6 review items have a review thread" in pull["body"]
     (run,) = hub.runs.values()
     assert run["head_sha"] == result.commit and run["conclusion"] == "failure"
     assert run["output"]["annotations_count"] >= 1
@@ -394,7 +394,7 @@ async def test_a_rejected_review_is_posted_again_with_its_comments_in_the_body(
     body = world.hub.pulls[7]["body"]
     assert "Items with no thread on the diff" in body
     assert "**Q3** `vime/backends/vllm_utils/vllm_engine.py` L21–28" in body
-    assert "The review has 0 threads" in body
+    assert "0 of 6 review items have a review thread." in body
     assert set(result.unanchored) >= {"Q3", "Q5"}
     assert len(calls) == 2
 

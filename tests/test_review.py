@@ -20,7 +20,6 @@ from bot.engine.pipeline import sync
 from bot.engine.report import BODY_LIMIT
 from bot.engine.review import (
     build_delivery,
-    delivery_line,
     drop_threads,
     file_comment_budget,
     file_marker,
@@ -247,19 +246,18 @@ def test_every_body_stays_within_githubs_limit_with_its_fences_closed() -> None:
 
 
 def test_the_pr_body_never_claims_more_than_the_delivery() -> None:
-    assert delivery_line({"items": 0}) == "There are no review items."
-    line = delivery_line({"items": 6, "threads": 3, "suggestions": 2, "unplaced": ["Q1", "Q2",
-                                                                                  "Q4"]})
-    assert line == ("The review has 3 threads for 3 of 6 review items, 2 with a one-click "
-                    "suggestion that replaces a whole conflict region. 3 items have no "
-                    "thread on the diff and are listed below.")
     plan = plan_of(item(id="Q1"), item(id="Q2", path="vime/b.py", kind="file",
                                        start_line=None, end_line=None))
     d = build_delivery(plan, PrDiff.parse(DIFF), "f" * 40)
     body = pr_section(plan, {"delivery": d.summary(), "unanchored": d.unplaced()})
-    assert "The review has 1 thread for 1 of 2 review items, 1 with a one-click" in body
+    assert "1 of 2 review items has a review thread" in body
     assert "Each conflict hunk has a review comment" not in body
     assert "### Items with no thread on the diff" in body and "**Q2** `vime/b.py`" in body
+    refused = drop_threads(d, {d.review_index[0]})
+    body = pr_section(plan, {"delivery": refused.summary(), "unanchored": refused.unplaced()})
+    assert "0 of 2 review items have a review thread." in body
+    assert "one-click" not in body.split("### Files")[0]
+    assert "review thread" not in pr_section(plan, {})  # no delivery known: no claim
 
 
 # -- a real window with every kind of place ---------------------------------------------

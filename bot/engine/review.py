@@ -67,6 +67,7 @@ class Delivery:
     review: Json  # the request body of POST /repos/{owner}/{repo}/pulls/{n}/reviews
     file_comments: tuple[Json, ...]  # request bodies of POST .../pulls/{n}/comments
     items: dict[str, Json] = field(default_factory=dict, repr=False, compare=False)
+    plan: Json = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def review_index(self) -> list[int]:
@@ -106,7 +107,7 @@ def build_delivery(plan_json: Json, diff: PrDiff, commit: str, *,
         plan_json, initial_remaining(plan_json, dict(answers or {}))) for a in batch]
     budget = file_comment_budget(len(plan_items(plan_json)), len(notes))
     threads = place(chosen, diff, file_comments=budget)
-    return _assemble(commit, tuple(threads), {i["id"]: i for i in chosen})
+    return _assemble(commit, tuple(threads), {i["id"]: i for i in chosen}, plan_json)
 
 
 def drop_threads(delivery: Delivery, gone: set[int]) -> Delivery:
@@ -119,28 +120,29 @@ def drop_threads(delivery: Delivery, gone: set[int]) -> Delivery:
             f"GitHub refused the comment on `{t.path}`" + (f" L{t.line}" if t.line else "")
             + " (422), so it has no thread")) if k in gone else t
         for k, t in enumerate(delivery.threads))
-    return _assemble(delivery.commit, threads, delivery.items)
+    return _assemble(delivery.commit, threads, delivery.items, delivery.plan)
 
 
-def _assemble(commit: str, threads: tuple[Thread, ...], items: dict[str, Json]) -> Delivery:
-    comments = [review_comment(t, items) for t in threads
+def _assemble(commit: str, threads: tuple[Thread, ...], items: dict[str, Json],
+              plan: Json) -> Delivery:
+    comments = [review_comment(t, items, plan) for t in threads
                 if t.where in (Where.REGION, Where.LINE)]
-    files = tuple({"body": thread_body(t, items, marker=file_marker(commit, t.path)),
+    files = tuple({"body": thread_body(t, items, plan, marker=file_marker(commit, t.path)),
                    "commit_id": commit, "path": t.path, "subject_type": "file"}
                   for t in threads if t.where is Where.FILE)
     review: Json = {"commit_id": commit, "event": "COMMENT", "body": ""}
     if comments:
         review["comments"] = comments
-    delivery = Delivery(commit, threads, review, files, items)
-    review["body"] = review_body(delivery, items)
+    delivery = Delivery(commit, threads, review, files, items, plan)
+    review["body"] = review_body(delivery)
     return delivery
 
 
-def review_comment(thread: Thread, items: dict[str, Json]) -> Json:
+def review_comment(thread: Thread, items: dict[str, Json], plan: Json | None = None) -> Json:
     """One entry of the review's ``comments[]``: always on the RIGHT side (commit 1's lines)."""
     assert thread.line is not None
     comment: Json = {"path": thread.path, "line": thread.line, "side": "RIGHT",
-                     "body": thread_body(thread, items)}
+                     "body": thread_body(thread, items, plan)}
     if thread.start_line is not None and thread.start_line < thread.line:
         comment.update(start_line=thread.start_line, start_side="RIGHT")
     return comment
@@ -154,26 +156,23 @@ def _commands(item: Json) -> str:
     return f" Answer with `/sync answer {item['id']} {choices}`, or edit the region by hand."
 
 
-def thread_body(thread: Thread, items: dict[str, Json], *, marker: str = "",
-                limit: int = BODY_LIMIT) -> str:
-    """The text of one thread: each item's comment, with why it sits where it does."""
-    one_click = thread.where is Where.REGION
+def thread_body(thread: Thread, items: dict[str, Json], plan: Json | None = None, *,
+                marker: str = "", limit: int = BODY_LIMIT) -> str:
+    """The text of one thread: its items' comment, with why it sits where it does.
+
+    The ```suggestion``` is only for a thread on a whole region (a suggestion replaces
+    exactly the lines the comment covers); elsewhere the note says which command answers.
+    """
     texts = [items[i] for i in thread.ids]
-    note = thread.note + (_commands(texts[0]) if thread.note and len(texts) == 1 else "")
-    head = [f"**{', '.join(thread.ids)}** · `{thread.path}`"] if len(texts) > 1 else []
-    share = (limit - len(note) - len(marker) - _SLACK) // len(texts)
-    parts = [render_comment([item], None, anchor=item["id"] if one_click else "", limit=share)
-             for item in texts]
-    if len(parts) == 1:
-        first, _, rest = parts[0].partition("\n\n")
-        text = "\n\n".join(p for p in (first, f"> {note}" if note else "", rest) if p)
-    else:
-        commands = "".join(_commands(item) for item in texts)
-        text = "\n\n".join([*head, f"> {note}{commands}", "\n\n---\n\n".join(parts)])
+    anchor = thread.ids[0] if thread.where is Where.REGION else ""
+    note = thread.note + ("".join(_commands(item) for item in texts) if thread.note else "")
+    room = limit - len(note) - len(marker) - _SLACK
+    first, _, rest = render_comment(texts, plan, anchor=anchor, limit=room).partition("\n\n")
+    text = "\n\n".join(p for p in (first, f"> {note}" if note else "", rest) if p)
     return text + (f"\n\n{marker}" if marker else "")
 
 
-def review_body(delivery: Delivery, items: dict[str, Json]) -> str:
+def review_body(delivery: Delivery) -> str:
     """The review's own text: what its threads are, and in full every item with no thread."""
     s = delivery.summary()
     lines = [f"**forksync** · {s['threads']} thread{'s' if s['threads'] != 1 else ''} for "
@@ -196,20 +195,20 @@ def review_body(delivery: Delivery, items: dict[str, Json]) -> str:
         lines.append(f"**{n} item{'s' if n != 1 else ''} with no thread**, in full here and "
                      "listed in the PR description:")
         room = BODY_LIMIT - sum(len(x) + 2 for x in lines) - 300
-        lines.extend(_orphans(orphans, items, room))
+        lines.extend(_orphans(orphans, delivery, room))
     lines.append(review_marker(delivery.commit))
     return "\n\n".join(x for x in lines if x)
 
 
-def _orphans(threads: list[Thread], items: dict[str, Json], room: int) -> list[str]:
+def _orphans(threads: list[Thread], delivery: Delivery, room: int) -> list[str]:
     """Each item with no thread inside a ``<details>``; one line each once room runs out."""
     out: list[str] = []
     for t in threads:
         for i in t.ids:
-            item = items[i]
+            item = delivery.items[i]
             short = f"- **{i}** `{t.path}`: {t.note}.{_commands(item)}"
             share = max(0, min(BODY_LIMIT // 4, room - len(short) * 2))
-            text = (render_comment([item], None, anchor="", limit=share)
+            text = (render_comment([item], delivery.plan, anchor="", limit=share)
                     if share > 200 else "")
             block = (f"<details><summary>{i} · <code>{_html(t.path)}</code></summary>\n\n"
                      f"> {t.note}.{_commands(item)}\n\n{text}\n\n</details>")
@@ -221,25 +220,6 @@ def _orphans(threads: list[Thread], items: dict[str, Json], room: int) -> list[s
 
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def delivery_line(summary: Json) -> str:
-    """What the PR body says of the review: only what was (or will be) posted."""
-    threads, n = summary.get("threads", 0), summary.get("items", 0)
-    if not n:
-        return "There are no review items."
-    unplaced = summary.get("unplaced", [])
-    text = (f"The review has {threads} thread{'s' if threads != 1 else ''} for "
-            f"{n - len(unplaced)} of {n} review item{'s' if n != 1 else ''}")
-    if summary.get("suggestions"):
-        text += (f", {summary['suggestions']} with a one-click suggestion that replaces a "
-                 "whole conflict region")
-    text += "."
-    if unplaced:
-        many = len(unplaced) != 1
-        text += (f" {len(unplaced)} item{'s have' if many else ' has'} no thread on the diff "
-                 f"and {'are' if many else 'is'} listed below.")
-    return text
 
 
 def pr_section(plan_json: Json, sync: Json) -> str:
