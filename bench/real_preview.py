@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""``forksync sync --preview`` on a real window: is every thread where GitHub will take it?
+
+Runs the CLI (as a process) on a fork and its upstream, then checks its preview against
+an independent reading of the PR diff (``git diff`` hunk headers, parsed here with a
+regex, not with the code under test):
+
+* every review comment lies inside ONE hunk of the diff of commit 1 against the fork
+  branch (a multi-line one from ``start_line`` to ``line``), on the RIGHT side;
+* every file-level comment is on a path the diff has, with no line to take;
+* every item with no thread is on a path the diff does not have at all;
+* every body and comment is within GitHub's 65,536 characters, fences and
+  ``<details>`` closed; and the writes fit 5 + ⌈items/50⌉.
+
+It prints the counts and the time ``build_preview`` takes (median of ``--runs``). With
+``--simulate`` it also posts the preview's files, as they are, to a PR of commit 1 on the
+GitHub simulator (``tests/sim``: GitHub's anchoring rules, every request checked against
+the OpenAPI description) and reports what it refused.
+Build the fork first, e.g. with ``bench/real_window.py`` (a real upstream window
+into a synthetic translated fork diverged like vime)::
+
+    .venv/bin/python bench/real_preview.py --fork /tmp/rw/fork.git \\
+        --upstream /path/to/slime.git --to '#2125' --out /tmp/rw-preview
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bot.engine.gate import check_annotations, initial_remaining  # noqa: E402
+from bot.engine.preview import build_preview  # noqa: E402
+from bot.engine.review import local_diff, write_budget  # noqa: E402
+
+LIMIT = 65_536
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
+_FILE = re.compile(r"^diff --git a/(.*) b/(.*)$")
+
+
+def hunks_by_path(diff: str) -> dict[str, list[tuple[int, int]]]:
+    """RIGHT-side (first, last) of every hunk, per new path; [] for a path with no line."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    path = None
+    for line in diff.splitlines():
+        m = _FILE.match(line)
+        if m:
+            path = m.group(2)
+            out[path] = []
+            continue
+        h = _HUNK.match(line)
+        if h and path is not None:
+            start, count = int(h.group(1)), int(h.group(2) if h.group(2) is not None else 1)
+            if count:
+                out[path].append((start, start + count - 1))
+    return out
+
+
+def balanced(text: str) -> bool:
+    fence: str | None = None
+    for line in text.split("\n"):
+        m = re.match(r"^(`{3,})", line.strip())
+        if fence is None and m:
+            fence = m.group(1)
+        elif fence is not None and line.strip() and set(line.strip()) == {"`"} \
+                and len(line.strip()) >= len(fence):
+            fence = None
+    return fence is None and text.count("<details>") == text.count("</details>")
+
+
+async def simulate(fork_git: str, branch: str, preview: Path, root: Path) -> list[str]:
+    """Post review.json and file-comments.json, verbatim, to a PR of the branch."""
+    import aiohttp
+
+    from bot.github.client import GitHubClient
+    from tests.sim import Simulator
+
+    sim = Simulator(root=root).start()
+    problems = []
+    try:
+        sim.create_repo("vime-org", "vime", fork_git)
+        pr = await sim.open_pr("vime-org/vime", branch, title="preview", user="vera")
+        token = sim.issue_token("vime-org/vime")
+
+        async def provider() -> str:
+            return token
+
+        url = f"/repos/vime-org/vime/pulls/{pr.number}"
+        async with aiohttp.ClientSession() as session:
+            gh = GitHubClient(session, base_url=sim.base_url, token_provider=provider)
+            posts = [("reviews", json.loads((preview / "review.json").read_text()))]
+            posts += [("comments", c)
+                      for c in json.loads((preview / "file-comments.json").read_text())]
+            for where, body in posts:
+                try:
+                    await gh.post(f"{url}/{where}", data=body)
+                except Exception as exc:  # reported below, not raised
+                    problems.append(f"the simulator refused POST {where}: {exc}")
+        threads = sim.review_comments("vime-org/vime", pr.number)
+        print(f"simulator: {len(threads)} threads made, "
+              f"{sum(1 for t in threads if t.subject_type == 'file')} file-level; "
+              f"{len(sim.violations)} OpenAPI violations")
+        problems += [f"OpenAPI: {v}" for v in sim.violations + sim.unimplemented]
+    finally:
+        sim.stop()
+    return problems
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fork", required=True)
+    ap.add_argument("--upstream", required=True)
+    ap.add_argument("--from", dest="from_rev")
+    ap.add_argument("--to", dest="to_rev")
+    ap.add_argument("--out", default="/tmp/forksync-real-preview")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--simulate", action="store_true",
+                    help="post the preview's request bodies through the GitHub simulator")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    branch = f"forksync/preview-check-{int(time.time())}"
+    cmd = [sys.executable, "-m", "bot.cli", "sync", "--fork", args.fork, "--upstream",
+           args.upstream, "--workdir", str(out / "work"), "--json", str(out / "plan.json"),
+           "--preview", str(out / "preview"), "--branch", branch, "--quiet"]
+    cmd += ["--from", args.from_rev] if args.from_rev else []
+    cmd += ["--to", args.to_rev] if args.to_rev else []
+    started = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    cli_seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        print(done.stderr, end="")
+        return done.returncode
+    preview = out / "preview"
+    plan = json.loads((out / "plan.json").read_text())
+    review = json.loads((preview / "review.json").read_text())
+    files = json.loads((preview / "file-comments.json").read_text())
+    check = json.loads((preview / "check.json").read_text())
+    commit = review["commit_id"]
+    fork_git = subprocess.run(["git", "-C", args.fork, "rev-parse", "--absolute-git-dir"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    diff = subprocess.run(["git", f"--git-dir={fork_git}", "diff", "-M", f"{commit}^",
+                           commit], capture_output=True, text=True, check=True).stdout
+    hunks = hunks_by_path(diff)
+
+    problems: list[str] = []
+    carried: dict[str, str] = {}
+    for c in review.get("comments", []):
+        start = c.get("start_line", c["line"])
+        if c["side"] != "RIGHT" or not any(a <= start and c["line"] <= b
+                                           for a, b in hunks.get(c["path"], [])):
+            problems.append(f"comment on {c['path']} L{start}-{c['line']} is not in one hunk")
+        kind = "region" if "start_line" in c else "line"
+        carried.update(dict.fromkeys(re.findall(r"^\*\*(Q\d+) ·", c["body"], re.M), kind))
+    for c in files:
+        if c["path"] not in hunks or hunks[c["path"]]:
+            problems.append(f"file-level comment on {c['path']}: not a path without lines")
+        carried.update(dict.fromkeys(re.findall(r"^\*\*(Q\d+) ·", c["body"], re.M), "file"))
+    items = [i for f in plan["files"] for i in f["review_items"]]
+    orphans = [i for i in items if i["id"] not in carried]
+    for i in orphans:
+        if i["path"] in hunks:
+            problems.append(f"{i['id']} ({i['path']}) has no thread, yet its path is in the diff")
+        if f"{i['id']}" not in review["body"]:
+            problems.append(f"{i['id']} has no thread and is not in the review body")
+    bodies = [review["body"], *(c["body"] for c in review.get("comments", [])),
+              *(c["body"] for c in files), (preview / "pr.md").read_text()]
+    for text in bodies:
+        if len(text) > LIMIT or not balanced(text):
+            problems.append(f"a body of {len(text)} characters breaks the limits")
+    notes = check_annotations(initial_remaining(plan, {}))
+    assert check["output"]["annotations"] == notes[:50]
+    writes = 2 + len(files) + max(1, math.ceil(len(notes) / 50))
+
+    diff_text = local_diff(fork_git, f"{commit}^", commit)
+    times = []
+    for _ in range(args.runs):
+        t0 = time.perf_counter()
+        build_preview(plan, diff_text, commit, title="t", branch=branch).files()
+        times.append(time.perf_counter() - t0)
+    if args.simulate:
+        problems += asyncio.run(simulate(fork_git, branch, preview, out / "sim"))
+    subprocess.run(["git", f"--git-dir={fork_git}", "update-ref", "-d", f"refs/heads/{branch}"],
+                   check=True)
+
+    by: dict[str, int] = {}
+    for kind in carried.values():
+        by[kind] = by.get(kind, 0) + 1
+    s = plan["summary"]
+    print(f"window {plan['window_label']}: {s['prs']} PRs, {s['files']} paths, "
+          f"{len(items)} review items; PR diff: {len(hunks)} files, "
+          f"{sum(len(h) for h in hunks.values())} hunks")
+    print(f"threads: {len(carried)} of {len(items)} items carried — {by.get('region', 0)} on a "
+          f"whole region (one-click), {by.get('line', 0)} on one line, {by.get('file', 0)} "
+          f"file-level; {len(review.get('comments', []))} review comments, {len(files)} "
+          "file comments")
+    for i in orphans:
+        print(f"  no thread: {i['id']} {i['kind']} {i['path']} (not in the PR diff)")
+    print(f"longest body: {max(len(t) for t in bodies):,} characters (limit {LIMIT:,})")
+    print(f"write requests: {writes}: PR, review, {len(files)} file comment(s), "
+          f"{max(1, math.ceil(len(notes) / 50))} check request(s) for {len(notes)} "
+          f"annotations (budget 5 + ⌈{len(items)}/50⌉ = "
+          f"{write_budget(len(items))})")
+    print(f"build_preview: median {statistics.median(times) * 1000:.0f} ms "
+          f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}, {args.runs} runs); "
+          f"the whole CLI run {cli_seconds:.2f} s; preview.html "
+          f"{(preview / 'preview.html').stat().st_size / 1024:.0f} KiB")
+    for p in problems:
+        print(f"PROBLEM: {p}")
+    print("all threads anchored inside one hunk, every body within limits" if not problems
+          else f"{len(problems)} problem(s)")
+    return 1 if problems or writes > write_budget(len(items)) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
