@@ -9,15 +9,16 @@ the follow-up and the slash commands::
     pushed: [sha, ...]            every head the bot wrote to a sync branch
     commands_done: [key, ...]     slash-command comments already answered
     sync: {branch, commit, cutoff, tip, ours, window_label, plan_file, report_url, pr,
-           review_commit, unanchored: [id], behind, head, check_runs: {sha: id},
+           review_commit, delivery: {counts}, unanchored: [id], behind, head,
+           check_runs: {sha: id},
            resolved: [id], remaining: [Remaining], resolutions: {id: how},
            refused_head, answers: {id: choice}, rerere: {hunk key: text}, pending}
 
 Who writes what. Each publish step (``bot.sync.publish``) owns its keys: the run
 ``installation_id``; fetch ``upstream``, ``upstream_branch``, ``fork_branch``,
 ``last_seen_upstream``; prepare the window and commit 1 (``branch`` .. ``report_url``);
-branch ``pushed`` and ``refused_head``; pr ``pr``; review ``review_commit`` and
-``unanchored``; check ``remaining``, ``head`` and ``check_runs``; behind ``behind`` and
+branch ``pushed`` and ``refused_head``; pr ``pr``; review ``review_commit``,
+``delivery`` and ``unanchored``; check ``remaining``, ``head`` and ``check_runs``; behind ``behind`` and
 ``last_synced_tip``. The follow-up writes ``resolved``, ``remaining``, ``resolutions``,
 ``head`` and ``check_runs`` on every push. The slash commands write ``answers``,
 ``rerere``, ``commands_done``, and a new window and commit 1 by way of ``pending``
