@@ -77,9 +77,12 @@ async def test_the_app_posts_the_previews_request_bodies_and_its_commands_work(
     assert bodies(sim, "POST", REVIEWS) == [review]
     assert bodies(sim, "POST", COMMENTS) == file_comments and len(file_comments) == 1
     assert bodies(sim, "POST", CHECKS) == [check]
+    # The PR opens saying nothing of threads; once the review is in, its body is pr.md.
     (opened,) = bodies(sim, "POST", PULLS)
-    assert opened["body"] == (out / "pr.md").read_text()
-    assert pr.body == opened["body"]  # nothing changed it afterwards
+    assert "review thread" not in opened["body"]
+    (updated,) = bodies(sim, "PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}")
+    assert updated == {"body": (out / "pr.md").read_text()} and pr.body == updated["body"]
+    assert "5 of 7 review items have a review thread" in pr.body
     world.assert_clean()  # every request valid against GitHub's OpenAPI description
 
     # What GitHub made of them: a thread per item whose file is in the diff.

@@ -295,7 +295,11 @@ async def test_a_sync_opens_one_draft_pr_with_one_review_and_a_failing_check(
 
     items = len(plan["files"] and [i for f in plan["files"] for i in f["review_items"]])
     assert result.writes == gh.write_count <= 5 + math.ceil(items / 50)
-    assert [w.method for w in gh.writes] == ["POST", "POST", "POST"]
+    # The PR, its review, then its body says what the review carries; the check.
+    assert [(w.method, w.url) for w in gh.writes] == [
+        ("POST", f"/repos/{FORK}/pulls"), ("POST", f"/repos/{FORK}/pulls/7/reviews"),
+        ("PATCH", f"/repos/{FORK}/pulls/7"), ("POST", f"/repos/{FORK}/check-runs")]
+    assert "review thread" not in gh.writes[0].data["body"]  # nothing claimed before
 
 
 async def test_running_the_same_sync_again_writes_nothing(world: World) -> None:

@@ -317,3 +317,55 @@ def test_a_thread_round_trips_to_json() -> None:
 def test_file_markers_cannot_close_the_comment_they_hide_in(tmp_path: Path) -> None:
     marker = file_marker("f" * 40, "odd-->name.py")
     assert marker.count("-->") == 1 and marker.endswith("-->")
+
+
+# -- posting: the one place a delivery goes out ----------------------------------------
+
+
+def github_like(gh: Any, refuse: set[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Just enough of GitHub behind the FakeGH: reviews and PR comments, kept."""
+    from gidgethub import BadRequest
+
+    made: dict[str, list[dict[str, Any]]] = {"reviews": [], "comments": []}
+    base = "/repos/o/r/pulls/7"
+
+    def post_comment(request: Any) -> dict[str, Any]:
+        if request.data["path"] in (refuse or set()):
+            error = BadRequest(422, "Validation Failed")  # type: ignore[arg-type]
+            error.errors = [{"field": "pull_request_review_thread.path"}]  # type: ignore[attr-defined]
+            raise error
+        made["comments"].append(request.data)
+        return {"id": len(made["comments"])}
+
+    gh.on("GET", f"{base}/reviews", lambda r: made["reviews"])
+    gh.on("POST", f"{base}/reviews", lambda r: made["reviews"].append(r.data) or {"id": 1})
+    gh.on("GET", f"{base}/comments", lambda r: made["comments"])
+    gh.on("POST", f"{base}/comments", post_comment)
+    return made
+
+
+async def test_posting_twice_makes_each_thread_once(fake_gh: Any) -> None:
+    from bot.github.pulls import post_delivery
+
+    made = github_like(fake_gh)
+    plan = plan_of(item(id="Q1"), item(id="Q2", kind="file", path="imgs/logo.png",
+                                       start_line=None, end_line=None))
+    d = build_delivery(plan, PrDiff.parse(DIFF), "f" * 40)
+    posted = await post_delivery(fake_gh, "o/r", 7, d)
+    assert posted == d and made["reviews"] == [d.review]
+    assert made["comments"] == list(d.file_comments)
+    writes = fake_gh.write_count
+    again = await post_delivery(fake_gh, "o/r", 7, d)  # a resumed run: found, not re-posted
+    assert again.unplaced() == [] and fake_gh.write_count == writes == 2
+
+
+async def test_a_refused_file_comment_leaves_its_item_without_a_thread(fake_gh: Any) -> None:
+    from bot.github.pulls import post_delivery
+
+    made = github_like(fake_gh, refuse={"imgs/logo.png"})
+    plan = plan_of(item(id="Q1"), item(id="Q2", kind="file", path="imgs/logo.png",
+                                       start_line=None, end_line=None))
+    posted = await post_delivery(fake_gh, "o/r", 7, build_delivery(plan, PrDiff.parse(DIFF),
+                                                                   "f" * 40))
+    assert made["comments"] == [] and posted.unplaced() == ["Q2"]
+    assert posted.summary()["files"] == 0 and posted.summary()["threads"] == 1

@@ -18,9 +18,10 @@ Who writes what. Each publish step (``bot.sync.publish``) owns its keys: the run
 ``installation_id``; fetch ``upstream``, ``upstream_branch``, ``fork_branch``,
 ``last_seen_upstream``; prepare the window and commit 1 (``branch`` .. ``report_url``);
 branch ``pushed`` and ``refused_head``; pr ``pr``; review ``review_commit``,
-``delivery`` and ``unanchored``; check ``remaining``, ``head`` and ``check_runs``; behind ``behind`` and
-``last_synced_tip``. The follow-up writes ``resolved``, ``remaining``, ``resolutions``,
-``head`` and ``check_runs`` on every push. The slash commands write ``answers``,
+``delivery`` and ``unanchored``; check ``remaining``, ``head`` and ``check_runs``; behind
+``behind`` and ``last_synced_tip``. The follow-up writes ``resolved``, ``remaining``,
+``resolutions``, ``head`` and ``check_runs`` on every push. The slash commands write
+``answers``,
 ``rerere``, ``commands_done``, and a new window and commit 1 by way of ``pending``
 (a half-finished extend or refresh). Installing the App records the upstream at once.
 

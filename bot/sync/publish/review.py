@@ -2,8 +2,8 @@
 
 Owns ``sync.review_commit`` (the commit whose review is posted), ``sync.delivery`` (what
 the PR body may say of the threads) and ``sync.unanchored`` (the items with no thread,
-which the PR body lists). Before the PR exists they are read from the local diff, the
-one ``forksync sync --preview`` uses; after posting, from what GitHub took.
+which the PR body lists). The PR is opened saying nothing of threads; once GitHub has
+taken them, one update of its body says what was posted, never more.
 """
 
 from __future__ import annotations
@@ -36,31 +36,28 @@ async def local_delivery(run: RunContext, plan_json: dict[str, Any]) -> Delivery
                           answers=dict(sync.get("answers", {})))
 
 
-async def expect(run: RunContext, plan_json: dict[str, Any]) -> None:
-    """Before the PR exists: the threads its diff will take, for what its body says."""
-    if "delivery" not in run.sync:
-        record(run.sync, await local_delivery(run, plan_json))
-
-
 async def post_once(run: RunContext, pull: Any, plan_json: dict[str, Any]) -> None:
-    """Post the review and file comments of commit 1 unless the state says they are there."""
+    """Post the review and file comments of commit 1 unless the state says they are there,
+    then make the PR body say what was posted (no request when it says so already)."""
     sync = run.sync
     if done(sync):
         return
     number, commit = pull["number"], sync["commit"]
     there = await review_posted(run.gh, run.fork, number, commit)
-    if not there or sync.get("delivery", {}).get("files"):
-        # GitHub's own diff decides; a resumed run with no file comments needs neither.
+    if not (there and "delivery" in sync and not sync["delivery"]["files"]):
+        # GitHub's own diff decides where each thread goes (the local one if GitHub has
+        # none); posting finds what a killed run already made.
         diff = await pr_diff(run.gh, run.fork, number)
         delivery = (build_delivery(plan_json, diff, commit,
                                    answers=dict(sync.get("answers", {})))
                     if diff is not None else await local_delivery(run, plan_json))
-        delivery = await post_delivery(run.gh, run.fork, number, delivery, review_there=there)
-        claimed = sync.get("delivery")
-        record(sync, delivery)
-        if sync["delivery"] != claimed:
-            current = await run.gh.getitem(f"/repos/{run.fork}/pulls/{number}")
-            await update_body(run.gh, run.fork, number, current.get("body") or "",
-                              render_pr_body(plan_json, sync))
+        record(sync, await post_delivery(run.gh, run.fork, number, delivery,
+                                         review_there=there))
+        await run.save()
+    await update_body(run.gh, run.fork, number, pull.get("body") or "",
+                      render_pr_body(plan_json, sync))
     sync["review_commit"] = commit
     await run.save()
+
+
+__all__ = ["done", "local_delivery", "post_once", "record"]

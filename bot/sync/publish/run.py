@@ -13,15 +13,16 @@ included) at any point and still ends with one of each:
 5. ``review``: post ONE review with a thread for every review item the PR diff can carry
    (a ```suggestion``` on each region inside one hunk), and a file-level comment for a
    file the diff shows without lines; the review body carries the rest, and a 422
-   never loses the review;
+   never loses the review; then the PR body says what was posted;
 6. ``check``: find or create the ``forksync`` check run on the head, annotations in 50s.
 
 While a sync PR is open, a newer upstream only updates that PR's status ("behind
 upstream by N PRs", ``behind``); it never opens a second PR.
 
 Write budget per sync PR: 1 PR + 1 review + ⌈annotations/50⌉ check-run requests,
-plus at most one body PATCH and one review retry after a 422; file-level comments get
-what is left (:func:`bot.engine.review.file_comment_budget`): ≤ 5 + ⌈items/50⌉.
+one body PATCH (what the review carries) and one review retry after a 422; file-level
+comments get what is left (:func:`bot.engine.review.file_comment_budget`):
+≤ 5 + ⌈items/50⌉.
 """
 
 from __future__ import annotations
@@ -69,7 +70,6 @@ async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: in
 
 async def finish(run: RunContext, plan_json: dict[str, Any]) -> None:
     """After the push: find-or-create the PR, post the review once, create the check."""
-    await review.expect(run, plan_json)
     pull = await pr.open_pr(run, plan_json)
     await review.post_once(run, pull, plan_json)
     await check.put_check(run, plan_json)
