@@ -180,7 +180,8 @@ def main() -> int:
             problems.append(f"a body of {len(text)} characters breaks the limits")
     notes = check_annotations(initial_remaining(plan, {}))
     assert check["output"]["annotations"] == notes[:50]
-    writes = 2 + len(files) + max(1, math.ceil(len(notes) / 50))
+    # The PR, the review, each file comment, the body update, the check's requests.
+    writes = 3 + len(files) + max(1, math.ceil(len(notes) / 50))
 
     diff_text = local_diff(fork_git, f"{commit}^", commit)
     times = []
@@ -207,7 +208,7 @@ def main() -> int:
     for i in orphans:
         print(f"  no thread: {i['id']} {i['kind']} {i['path']} (not in the PR diff)")
     print(f"longest body: {max(len(t) for t in bodies):,} characters (limit {LIMIT:,})")
-    print(f"write requests: {writes}: PR, review, {len(files)} file comment(s), "
+    print(f"write requests: {writes}: PR, review, {len(files)} file comment(s), body update, "
           f"{max(1, math.ceil(len(notes) / 50))} check request(s) for {len(notes)} "
           f"annotations (budget 5 + ⌈{len(items)}/50⌉ = "
           f"{write_budget(len(items))})")

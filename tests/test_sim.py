@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -362,6 +363,42 @@ async def test_review_outside_the_diff_is_rejected_whole(sim: Simulator, gh: Git
         "+five")
     assert [r["id"] async for r in gh.getiter(url)] == [review["id"]]
     assert sim.violations == []
+
+
+async def test_single_review_comments_on_a_line_on_a_file_or_as_a_reply(
+        sim: Simulator, gh: GitHubAPI, work: Path, receiver: Receiver) -> None:
+    pr = await open_sync_pr(sim, gh, work)
+    url = f"/repos/{REPO}/pulls/{pr['number']}/comments"
+    head = pr["head"]["sha"]
+    # A file-level comment needs only its path in the diff; GitHub refuses any other path.
+    with pytest.raises(BadRequest) as outside:
+        await gh.post(url, data={"body": "x", "commit_id": head, "path": "nope.txt",
+                                 "subject_type": "file"})
+    assert outside.value.status_code == 422
+    assert "pull_request_review_thread.path" in json.dumps(outside.value.errors)
+    with pytest.raises(BadRequest) as off_hunk:
+        await gh.post(url, data={"body": "x", "commit_id": head, "path": "f.txt", "line": 15,
+                                 "side": "RIGHT"})
+    assert off_hunk.value.status_code == 422
+    assert sim.review_comments(REPO, pr["number"]) == []
+    whole = await gh.post(url, data={"body": "the whole file", "commit_id": head,
+                                     "path": "f.txt", "subject_type": "file"})
+    assert whole["subject_type"] == "file" and "line" not in whole
+    on_line = await gh.post(url, data={"body": "line five", "commit_id": head,
+                                       "path": "f.txt", "line": 5, "side": "RIGHT"})
+    assert on_line["subject_type"] == "line" and on_line["line"] == 5
+    reply = await gh.post(url, data={"body": "a reply", "in_reply_to": whole["id"],
+                                     "commit_id": head, "path": "ignored.txt", "line": 99})
+    assert reply["in_reply_to_id"] == whole["id"] and reply["path"] == "f.txt"
+    listed = [(c["body"], c["subject_type"]) async for c in gh.getiter(url)]
+    assert listed == [("the whole file", "file"), ("line five", "line"), ("a reply", "file")]
+    # Each is filed under a one-comment review of its own, as on github.com.
+    assert len(sim.reviews(REPO, pr["number"])) == 3
+    await sim.wait_deliveries()
+    sent = [e for e in receiver.events if e.event == "pull_request_review_comment"]
+    assert [e.data["comment"]["subject_type"] for e in sent] == ["file", "line", "file"]
+    assert sent[0].data["comment"]["line"] is None
+    assert sim.violations == [] and sim.response_violations == []
 
 
 # --- comments, reactions, check runs ------------------------------------------------------

@@ -647,7 +647,7 @@ class Simulator:
             user=user, path=parent.path, body=body, commit_id=parent.commit_id,
             diff_hunk=parent.diff_hunk, position=parent.position, line=parent.line,
             side=parent.side, start_line=parent.start_line, start_side=parent.start_side,
-            in_reply_to_id=parent.id)
+            in_reply_to_id=parent.id, subject_type=parent.subject_type)
         self.state.review_comments[reply.id] = reply
         await self.events.review_comment(repo, pr, reply)
         return reply
