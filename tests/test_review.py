@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bot.engine.anchor import PrDiff, Thread, Where, place
+from bot.engine.anchor import PrDiff, Where, place
 from bot.engine.gate import check_run_request, initial_remaining
 from bot.engine.pipeline import sync
 from bot.engine.report import BODY_LIMIT
@@ -205,8 +205,8 @@ def test_the_review_body_and_comments_name_their_items_and_the_suggestion_only_f
     assert file_comment["body"].startswith("**Q3 · Decide**")
     assert file_comment["body"].endswith(file_marker("f" * 40, "imgs/logo.png"))
     assert d.unplaced() == ["Q4"]
-    assert d.summary() == {"items": 4, "threads": 3, "suggestions": 1, "lines": 2, "files": 1,
-                           "unplaced": ["Q4"]}
+    assert d.summary() == {"items": 4, "threads": 3, "suggestions": 1, "comments": 2,
+                           "files": 1, "unplaced": ["Q4"]}
     body = review["body"]
     assert body.startswith("**forksync** · 3 threads for 4 review items of commit 1")
     assert "1 with a one-click suggestion" in body and "1 file-level comment" in body
@@ -308,13 +308,7 @@ def test_the_check_request_is_the_gate_on_commit_1(
         "vime/utils/table.py", "vime/utils/arguments.py"}
 
 
-def test_a_thread_round_trips_to_json() -> None:
-    t = Thread(("Q1", "Q2"), "a.py", Where.FILE, note="n")
-    assert t.to_json() == {"ids": ["Q1", "Q2"], "path": "a.py", "where": "file", "line": None,
-                           "start_line": None, "note": "n"}
-
-
-def test_file_markers_cannot_close_the_comment_they_hide_in(tmp_path: Path) -> None:
+def test_file_markers_cannot_close_the_comment_they_hide_in() -> None:
     marker = file_marker("f" * 40, "odd-->name.py")
     assert marker.count("-->") == 1 and marker.endswith("-->")
 

@@ -136,10 +136,6 @@ class Thread:
     start_line: int | None = None  # REGION: the region's first line
     note: str = ""  # why it sits where it does, for people (empty for a plain region)
 
-    def to_json(self) -> Json:
-        return {"ids": list(self.ids), "path": self.path, "where": self.where.value,
-                "line": self.line, "start_line": self.start_line, "note": self.note}
-
 
 def place(items: Sequence[Json], diff: PrDiff, *, file_comments: int) -> list[Thread]:
     """A thread for every item, in item order; at most ``file_comments`` file-level ones.

@@ -90,12 +90,8 @@ class Delivery:
                 "threads": sum(len(by[w]) for w in (Where.REGION, Where.LINE, Where.FILE)),
                 "suggestions": sum(1 for c in self.review.get("comments", [])
                                    if _SUGGESTION.search(c["body"])),
-                "lines": len(by[Where.LINE]) + len(by[Where.REGION]),
+                "comments": len(by[Where.LINE]) + len(by[Where.REGION]),
                 "files": len(by[Where.FILE]), "unplaced": self.unplaced()}
-
-    def to_json(self) -> Json:
-        return {"commit": self.commit, "threads": [t.to_json() for t in self.threads],
-                "summary": self.summary()}
 
 
 def build_delivery(plan_json: Json, diff: PrDiff, commit: str, *,
@@ -182,9 +178,9 @@ def review_body(delivery: Delivery) -> str:
     if s["suggestions"]:
         counts.append(f"- {s['suggestions']} with a one-click suggestion that replaces a whole "
                       "conflict region (**Commit suggestion** resolves it)")
-    plain = s["lines"] - s["suggestions"]
+    plain = s["comments"] - s["suggestions"]
     if plain:
-        counts.append(f"- {plain} on a line of the diff, answered with the command each names")
+        counts.append(f"- {plain} without one: answer with the command each comment names")
     if s["files"]:
         counts.append(f"- {s['files']} file-level comment{'s' if s['files'] != 1 else ''} "
                       "(files the diff shows without lines)")
