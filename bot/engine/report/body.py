@@ -89,7 +89,7 @@ def _header(plan: Json, behind: int, posted: int | None) -> list[str]:
         "commits resolve it; the `forksync` check passes when no markers or open decisions "
         "remain.",
     ]
-    if posted is not None:
+    if posted is not None and items:
         out[-1] += (f" {posted} of {len(items)} review item{'s' if len(items) != 1 else ''} "
                     f"{'have' if posted != 1 else 'has'} a review thread"
                     + (", with a one-click suggestion where there is one." if posted else "."))
