@@ -26,7 +26,11 @@ fi
 # Debian's Chromium: the tests render `forksync sync --preview`'s page in a real browser.
 if [ "${FORKSYNC_SKIP_BROWSER:-0}" != 1 ] && ! command -v chromium >/dev/null; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends chromium >/dev/null \
+    apt_install() {
+      apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends chromium >/dev/null
+    }
+    # A fresh machine may have no package lists yet: read them once, then try again.
+    apt_install || { apt-get -o DPkg::Lock::Timeout=600 update >/dev/null && apt_install; } \
       || { echo "setup: could not install chromium (apt-get install chromium)" >&2; exit 1; }
   else
     echo "setup: chromium is required for the preview tests (apt-get install chromium)" >&2
