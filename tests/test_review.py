@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bot.engine.anchor import PrDiff, Where, place
-from bot.engine.gate import check_run_request, initial_remaining
+from bot.engine.gate import annotation_batches, check_run_request, initial_remaining
 from bot.engine.pipeline import sync
 from bot.engine.report import BODY_LIMIT
 from bot.engine.review import (
@@ -303,8 +303,14 @@ def test_the_check_request_is_the_gate_on_commit_1(
     assert {k: req[k] for k in ("name", "head_sha", "status", "conclusion", "external_id")} \
         == {"name": "forksync", "head_sha": commit, "status": "completed",
             "conclusion": "failure", "external_id": commit}
-    assert {a["path"] for a in req["output"]["annotations"]} == {
-        "vime/utils/table.py", "vime/utils/arguments.py"}
+    notes = req["output"]["annotations"]
+    assert [a["path"] for a in notes if a["title"].startswith("Q")] == [
+        "vime/utils/arguments.py", "vime/utils/table.py", "vime/utils/table.py"]
+    # Then the config's own warnings (the example config has some), as GitHub gets them.
+    assert {a["path"] for a in notes if not a["title"].startswith("Q")} \
+        <= {".github/forksync.yml"}
+    assert req["output"]["annotations"] == [a for b in annotation_batches(
+        plan, initial_remaining(plan, {})) for a in b][:50]
 
 
 def test_file_markers_cannot_close_the_comment_they_hide_in() -> None:
@@ -362,3 +368,12 @@ async def test_a_refused_file_comment_leaves_its_item_without_a_thread(fake_gh: 
                                                                    "f" * 40))
     assert made["comments"] == [] and posted.unplaced() == ["Q2"]
     assert posted.summary()["files"] == 0 and posted.summary()["threads"] == 1
+
+
+def test_a_region_with_a_proposal_but_no_one_click_shows_it_for_the_command() -> None:
+    plan = plan_of(item(id="Q1", start_line=8, end_line=26, tier="Confirm",
+                        suggestion="    return 3\n"))
+    (comment,) = build_delivery(plan, PrDiff.parse(DIFF), "f" * 40).review["comments"]
+    assert "```suggestion" not in comment["body"]
+    assert "Proposed resolution (`/sync answer Q1 suggested` commits it):\n\n```\n" \
+        "    return 3\n```" in comment["body"]

@@ -287,9 +287,9 @@ def _warnings(plan: Json) -> list[str]:
 def _unanchored(items: list[str]) -> list[str]:
     if not items:
         return []
-    return ["### Items without a review comment", "",
-            "These could not be anchored on the PR diff, so they are listed here instead:", "",
-            *items]
+    return ["### Items with no thread on the diff", "",
+            "GitHub has no place for a thread on these (the review body has them in full):",
+            "", *items]
 
 
 def render_section(plan: Json, *, resolved: set[str] | None = None,
