@@ -377,3 +377,16 @@ def test_a_region_with_a_proposal_but_no_one_click_shows_it_for_the_command() ->
     assert "```suggestion" not in comment["body"]
     assert "Proposed resolution (`/sync answer Q1 suggested` commits it):\n\n```\n" \
         "    return 3\n```" in comment["body"]
+
+
+def test_a_tip_named_by_the_sha_of_the_head_ends_the_window_at_the_head(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The App names its tip by SHA; the body must read as a preview of the same sync."""
+    from bot.engine.pipeline import plan
+
+    root = tmp_path_factory.mktemp("tip")
+    s = make_threads(root / "repos")
+    args = (str(s.fork_dir), str(s.upstream_dir))
+    assert plan(*args, workdir=root / "w").tip_source == "head"
+    assert plan(*args, to_rev=s.tip, workdir=root / "w").tip_source == "head"
+    assert plan(*args, to_rev="#6", workdir=root / "w").tip_source == "#6"

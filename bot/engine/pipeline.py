@@ -200,6 +200,9 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         cutoff = cutoff_sha
     tip = resolve_rev(up_git, to_rev, up_branch_ref, "--to") if to_rev else \
         _branch_commit(up_git, cfg.upstream_branch, "upstream")
+    # A tip asked for that is the branch head (the App always names its tip by SHA) ends
+    # the window at the head, and the body says so, as a preview of the same sync does.
+    at_head = not to_rev or up_git.rev_parse(up_branch_ref) == tip
     with reading(UPSTREAM, f"the history from {cutoff[:12]} to {tip[:12]}", kind="commit"):
         check_ancestry(up_git, cutoff, tip,
                        cutoff_name="--from" if from_rev else "the cutoff (from the trailer)",
@@ -220,7 +223,7 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         tip=tip, ours=ours, window=window, files=classified.files,
         merged_tree=classified.merged_tree, work_git_dir=work.git_dir, fork_branch=fork_branch,
         messages=[m.text for m in outcome.messages if m.kind.startswith("CONFLICT")],
-        tip_source=to_rev.strip() if to_rev else "head",
+        tip_source="head" if at_head or not to_rev else to_rev.strip(),
         warnings=rule_warnings(cfg, translator) + classified.warnings,
     )
     return p, fork_git
