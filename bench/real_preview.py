@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.engine.gate import check_annotations, initial_remaining  # noqa: E402
+from bot.engine.gate import annotation_batches, initial_remaining  # noqa: E402
 from bot.engine.preview import build_preview  # noqa: E402
 from bot.engine.review import local_diff, write_budget  # noqa: E402
 
@@ -178,7 +178,7 @@ def main() -> int:
     for text in bodies:
         if len(text) > LIMIT or not balanced(text):
             problems.append(f"a body of {len(text)} characters breaks the limits")
-    notes = check_annotations(initial_remaining(plan, {}))
+    notes = [a for b in annotation_batches(plan, initial_remaining(plan, {})) for a in b]
     assert check["output"]["annotations"] == notes[:50]
     # The PR, the review, each file comment, the body update, the check's requests.
     writes = 3 + len(files) + max(1, math.ceil(len(notes) / 50))
