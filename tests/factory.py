@@ -851,8 +851,8 @@ def make_demo(directory: str | Path) -> Scenario:
 def make_threads(directory: str | Path) -> Scenario:
     """A window whose review items need every place a thread can have on the PR diff.
 
-    - a conflict region inside one hunk (a one-click suggestion), and one whose long ours
-      side splits it over two hunks (a comment on its first line);
+    - a conflict region inside one hunk with a proposal (a one-click suggestion), and one
+      whose long ours side splits it over two hunks (a comment on its first line);
     - a text file the fork deleted and upstream changed (modify/delete: the whole file is
       new in the diff, so its comment sits on line 1);
     - a PNG the fork deleted and upstream changed (in the diff with no line: a file-level
@@ -873,7 +873,9 @@ def make_threads(directory: str | Path) -> Scenario:
     s.fork_commit("vime: own table, no legacy module, no logo", {
         "vime/utils/table.py": "".join(fork_table), "vime/utils/legacy.py": None,
         "imgs/logo.png": None, "imgs/arch.png": PNG_1X1 + b"\x00vime"})
-    up_table = [ln.replace("\n", "  # upstream\n") if k in (10, 30, 50) else ln
+    # Lines 10 and 30 clash with the fork's block; line 51 sits next to its edit of 50,
+    # which the engine proposes to keep both of (a one-click suggestion).
+    up_table = [ln.replace("\n", "  # upstream\n") if k in (10, 30, 51) else ln
                 for k, ln in enumerate(lines, 1)]
     s.upstream_pr(5, "Tune the table", "alice", files={"slime/utils/table.py": "".join(up_table)})
     s.upstream_pr(6, "Legacy: one more value", "bob", files={

@@ -91,7 +91,7 @@ async def test_the_app_posts_the_previews_request_bodies_and_its_commands_work(
         ("vime/utils/arguments.py", "line", None, 10),
         ("vime/utils/legacy.py", "line", None, 1),
         ("vime/utils/table.py", "line", None, 10),
-        ("vime/utils/table.py", "line", 96, 102),
+        ("vime/utils/table.py", "line", 96, 105),
         ("imgs/logo.png", "file", None, None)]
     items = 7
     assert len(sim.writes(FORK)) <= 5 + math.ceil(items / 50)

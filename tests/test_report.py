@@ -132,8 +132,13 @@ def test_body_counts_the_hunks_that_have_a_suggestion() -> None:
     plan = _plan(n_files=3)
     plan["files"][0]["review_items"][0]["suggestion"] = "a\n"
     body = render_body(plan)
-    assert "1 of 3 conflict hunks has a one-click suggestion" in body
-    assert "Each conflict hunk has a review comment with a one-click suggestion" not in body
+    # With no review posted, the plan's proposals are counted, and no one-click is claimed.
+    assert "1 of 3 conflict hunks has a proposed resolution" in body
+    assert "one-click" not in body
+    assert "1 of 3 conflict hunks has a one-click suggestion" in render_body(plan, one_click=1)
+    # A proposal the review could not make one click (its region spans diff hunks).
+    assert "0 of 3 conflict hunks have a one-click suggestion; 1 more has a proposal that " \
+        "`/sync answer <Qn> suggested` commits" in render_body(plan, one_click=0)
 
 
 def test_fence_is_longer_than_any_backtick_run() -> None:

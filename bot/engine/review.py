@@ -227,7 +227,8 @@ def pr_section(plan_json: Json, sync: Json) -> str:
         unanchored=unanchored_lines([i for i in plan_items(plan_json) if i["id"] in unplaced]),
         report_url=sync.get("report_url"),
         posted=(sync["delivery"]["items"] - len(sync["delivery"]["unplaced"])
-                if sync.get("delivery") else None))
+                if sync.get("delivery") else None),
+        one_click=sync["delivery"]["suggestions"] if sync.get("delivery") else None)
 
 
 def unanchored_lines(items: Sequence[Json]) -> list[str]:

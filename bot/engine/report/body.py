@@ -69,7 +69,8 @@ def tip_reason(plan: Json) -> str:
     return f"The window ends at {at} because `{source}` was asked for as the tip."
 
 
-def _header(plan: Json, behind: int, posted: int | None) -> list[str]:
+def _header(plan: Json, behind: int, posted: int | None,
+            one_click: int | None = None) -> list[str]:
     up = plan["upstream"]
     window = plan["window"]
     prs = [e for e in window if e["number"] is not None]
@@ -93,7 +94,7 @@ def _header(plan: Json, behind: int, posted: int | None) -> list[str]:
         out[-1] += (f" {posted} of {len(items)} review item{'s' if len(items) != 1 else ''} "
                     f"{'have' if posted != 1 else 'has'} a review thread"
                     + (", with a one-click suggestion where there is one." if posted else "."))
-    out[-1] += _suggestion_count(items)
+    out[-1] += _suggestion_count(items, one_click)
     if behind:
         out += ["", f"> [!NOTE]\n> **Behind upstream by {behind} PR{'s' if behind != 1 else ''}"
                 "** merged since this window's tip. Comment `/sync extend` to fold them in; "
@@ -126,19 +127,32 @@ def _checklist(plan: Json, resolved: set[str], answers: dict[str, str]) -> list[
     return out
 
 
-def _suggestion_count(items: list[Json]) -> str:
-    """What the review offers, counted: never more than there is."""
+def _suggestion_count(items: list[Json], one_click: int | None) -> str:
+    """What the review offers, counted: never more than there is.
+
+    ``one_click`` is how many suggestions the posted review carries; before it is
+    posted (or with no PR) only the plan's proposals are counted.
+    """
     hunks = [i for i in items if i.get("kind") == "conflict"]
     if not hunks:
         return ""
-    offered = sum(1 for i in hunks if i.get("suggestion") is not None)
+    proposed = sum(1 for i in hunks if i.get("suggestion") is not None)
     rest = ("what each side changed and are answered with `/sync answer <Qn> ours|theirs` "
             "or resolved by hand.")
-    if not offered:
+    n = f"{len(hunks)} conflict hunk{'s' if len(hunks) != 1 else ''}"
+    if one_click is None:
+        if not proposed:
+            return f" No conflict hunk has a proposed resolution: each shows {rest}"
+        return (f" {proposed} of {n} {'has' if proposed == 1 else 'have'} a proposed "
+                "resolution" + (f"; the others show {rest}" if proposed < len(hunks) else "."))
+    if not proposed:
         return f" No conflict hunk has a one-click suggestion: each shows {rest}"
-    return (f" {offered} of {len(hunks)} conflict hunk{'s' if len(hunks) != 1 else ''} "
-            f"{'has' if offered == 1 else 'have'} a one-click suggestion"
-            + (f"; the others show {rest}" if offered < len(hunks) else "."))
+    text = f" {one_click} of {n} {'has' if one_click == 1 else 'have'} a one-click suggestion"
+    if proposed > one_click:
+        # A proposal on a region that spans several hunks of the diff cannot be one click.
+        text += (f"; {proposed - one_click} more {'has' if proposed - one_click == 1 else 'have'}"
+                 " a proposal that `/sync answer <Qn> suggested` commits")
+    return text + (f"; the others show {rest}" if proposed < len(hunks) else ".")
 
 
 def _state(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
@@ -295,18 +309,21 @@ def _unanchored(items: list[str]) -> list[str]:
 def render_section(plan: Json, *, resolved: set[str] | None = None,
                    answers: dict[str, str] | None = None, behind: int = 0,
                    unanchored: list[str] | None = None, report_url: str | None = None,
-                   posted: int | None = None, limit: int = BODY_LIMIT) -> str:
+                   posted: int | None = None, one_click: int | None = None,
+                   limit: int = BODY_LIMIT) -> str:
     """The bot's own section of the PR body, between the delimiters, within ``limit``.
 
     ``posted`` is how many review items got a thread (the publisher knows); the body
-    claims no more than that, and nothing about threads when it is None.
+    claims no more than that, and nothing about threads when it is None. ``one_click``
+    is how many of those threads carry a suggestion; with None only the plan's
+    proposals are counted.
     """
     resolved = resolved or set()
     answers = answers or {}
 
     def parts(compact: bool, window: int | None, paths: int | None,
               note: list[str]) -> list[list[str]]:
-        return [_header(plan, behind, posted), note, _counts(plan), _warnings(plan),
+        return [_header(plan, behind, posted, one_click), note, _counts(plan), _warnings(plan),
                 _decisions(plan, resolved, answers, compact),
                 _checklist(plan, resolved, answers), _unanchored(unanchored or []),
                 _paths(plan, paths), _upstream_prs(plan, window)]

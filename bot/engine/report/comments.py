@@ -99,9 +99,9 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
     if not anchored and item.get("kind") == "conflict" and item.get("suggestion") is not None:
         # No one-click here (the comment does not cover the whole region): show the
         # proposal as code, for the command to take.
-        text, _ = cut_side(item["suggestion"], side_budget, url, "the proposal")
+        text, note = cut_side(item["suggestion"], side_budget, url, "the proposal")
         out += [f"Proposed resolution (`/sync answer {item['id']} suggested` commits it):",
-                fence(text)]
+                fence(text), *([note] if note else [])]
     if proposal is not None:
         text, what = proposal
         if with_suggestion:
