@@ -201,10 +201,12 @@ def main() -> int:
     print(f"window {plan['window_label']}: {s['prs']} PRs, {s['files']} paths, "
           f"{len(items)} review items; PR diff: {len(hunks)} files, "
           f"{sum(len(h) for h in hunks.values())} hunks")
+    clicks = sum(1 for c in review.get("comments", [])
+                 if re.search(r"^`{3,}suggestion$", c["body"], re.M))
     print(f"threads: {len(carried)} of {len(items)} items carried — {by.get('region', 0)} on a "
-          f"whole region (one-click), {by.get('line', 0)} on one line, {by.get('file', 0)} "
-          f"file-level; {len(review.get('comments', []))} review comments, {len(files)} "
-          "file comments")
+          f"whole region ({clicks} with a one-click suggestion), {by.get('line', 0)} on one "
+          f"line, {by.get('file', 0)} file-level; {len(review.get('comments', []))} review "
+          f"comments, {len(files)} file comments")
     for i in orphans:
         print(f"  no thread: {i['id']} {i['kind']} {i['path']} (not in the PR diff)")
     print(f"longest body: {max(len(t) for t in bodies):,} characters (limit {LIMIT:,})")
