@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from bot.engine.git import CatFile, Git  # noqa: E402
 from bot.engine.markers import MarkerRegion, find_marker_regions_in_lines, split_lines  # noqa: E402
 from bot.engine.remerge import merge_words  # noqa: E402
-from bot.engine.suggest import propose_region  # noqa: E402
+from bot.engine.suggest import propose_region, propose_whole_file  # noqa: E402
 from bot.errors import GitError  # noqa: E402
 
 MERGES = ROOT / "bench" / "replay_merges.txt"
@@ -88,7 +88,24 @@ class MergeResult:
     files: int = 0
     unanchored: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    whole: list[WholeFile] = field(default_factory=list)
     seconds: float = 0.0
+
+
+@dataclass
+class WholeFile:
+    """A conflict on a whole file (modify/delete): which side deleted it, what was proposed,
+    and what people kept."""
+
+    set: str
+    repo: str
+    merge: str
+    path: str
+    deleted_by: str  # "fork" (the first parent) or "upstream" (the second)
+    tier: str
+    rule: str
+    suggested: str | None  # the side proposed ("ours", "theirs") or None
+    kept: str  # "deleted", "ours", "theirs" or "other" (the file as people left it in M)
 
 
 # ---------------------------------------------------------------------------- git side
@@ -104,19 +121,21 @@ def find_clone(clones: Path, repo: str) -> Path:
     raise SystemExit(f"replay: no clone of {repo} under {clones} (expected {owner}+{name}/)")
 
 
-def merge_tree(git: Git, p1: str, p2: str) -> tuple[str, dict[str, set[int]]]:
-    """git's own merge of the two parents: the tree (markers kept) and each path's stages."""
+def merge_tree(git: Git, p1: str, p2: str) -> tuple[str, dict[str, dict[int, str]]]:
+    """git's own merge of the two parents: the tree (markers kept) and each conflicted
+    path's stages, with the blob of each."""
     proc = git.run_proc("merge-tree", "--write-tree", "-z", p1, p2)
     if proc.returncode not in (0, 1):
         raise GitError(Git.describe_failure(["merge-tree"], proc.returncode, proc.stderr))
     head, _, _messages = proc.stdout.partition(b"\0\0")
     fields = head.split(b"\0")
-    stages: dict[str, set[int]] = defaultdict(set)
+    stages: dict[str, dict[int, str]] = defaultdict(dict)
     for entry in fields[1:]:
         if not entry:
             continue
         info, _, path = entry.partition(b"\t")
-        stages[path.decode("utf-8", "surrogateescape")].add(int(info.split()[2]))
+        _mode, oid, stage = info.decode().split()
+        stages[path.decode("utf-8", "surrogateescape")][int(stage)] = oid
     return fields[0].decode(), stages
 
 
@@ -227,8 +246,8 @@ def replay_merge(set_name: str, repo: str, clone: str, sha: str) -> MergeResult:
     with CatFile(git) as cat:
         for path in sorted(stages):
             st = stages[path]
-            if not {2, 3} <= st:
-                out.skipped["whole-file conflict (modify/delete, ...)"] += 1
+            if not {2, 3} <= st.keys():
+                out.whole.append(_whole_file(out, git, path, st))
                 continue
             try:
                 merged = _text(cat.read(f"{tree}:{path}")[1])
@@ -250,6 +269,18 @@ def replay_merge(set_name: str, repo: str, clone: str, sha: str) -> MergeResult:
             out.cases += _replay_file(out, path, merged, resolved, added_both=1 not in st)
     out.seconds = time.perf_counter() - started
     return out
+
+
+def _whole_file(out: MergeResult, git: Git, path: str, stages: dict[int, str]) -> WholeFile:
+    """A whole-file conflict: what forksync proposes and what the merge commit kept."""
+    deleted_by = "fork" if 2 not in stages else "upstream"
+    prop = propose_whole_file(deleted_by)
+    found = git.run_proc("rev-parse", "--verify", "-q", f"{out.merge}:{path}")
+    oid = found.stdout.decode().strip() if found.returncode == 0 else None
+    kept = ("deleted" if oid is None else "ours" if oid == stages.get(2)
+            else "theirs" if oid == stages.get(3) else "other")
+    return WholeFile(out.set, out.repo, out.merge, path, deleted_by, prop.tier.value,
+                     prop.rule, prop.side, kept)
 
 
 def _replay_file(out: MergeResult, path: str, merged: str, resolved: str, *,
@@ -279,12 +310,12 @@ def _replay_file(out: MergeResult, path: str, merged: str, resolved: str, *,
                 ln.startswith(("<<<<<<< ", ">>>>>>> ")) for ln in committed[where[0]:where[1]]):
             out.skipped["hunk committed with its markers"] += 1
             continue
-        prop = propose_region(lines, region, added_both=added_both)
+        prop = propose_region(lines, region, added_both=added_both, path=path)
         suggested = prop.suggestion is not None
         transfer = None
         if "layout only" in prop.rule:
-            merged = merge_words(region.base or "", region.ours, region.theirs)
-            transfer = merged is not None and same_text(merged, text)
+            words = merge_words(region.base or "", region.ours, region.theirs)
+            transfer = words is not None and same_text(words, text)
         cases.append(Case(
             out.set, out.repo, out.merge, path, region.start_line, prop.tier.value, prop.rule,
             prop.reason,
@@ -362,6 +393,33 @@ def rule_table(cases: list[Case]) -> list[str]:
     return out
 
 
+def _kept_side(f: WholeFile) -> str:
+    """The side people took, as a whole-file answer names it: a kept deletion is the side
+    that deleted."""
+    if f.kept == "deleted":
+        return "ours" if f.deleted_by == "fork" else "theirs"
+    return f.kept
+
+
+def whole_table(files: list[WholeFile]) -> list[str]:
+    """Whole-file conflicts by who deleted the file: what people kept, what was proposed."""
+    if not files:
+        return []
+    out = ["whole-file conflicts (modify/delete): what the merge kept"]
+    for who in ("fork", "upstream"):
+        group = [f for f in files if f.deleted_by == who]
+        if not group:
+            continue
+        kept = Counter(f.kept for f in group)
+        sug = [f for f in group if f.suggested is not None]
+        right = sum(_kept_side(f) == f.suggested for f in sug)
+        out.append(f"  {who} deleted: {len(group)} files; kept deleted {kept['deleted']}, "
+                   f"took ours {kept['ours']}, took theirs {kept['theirs']}, other "
+                   f"{kept['other']}; tier {', '.join(sorted({f.tier for f in group}))}; "
+                   f"proposal right {right}/{len(sug)}")
+    return out
+
+
 def report(results: list[MergeResult], *, by_repo: bool) -> str:
     out: list[str] = []
     for set_name in sorted({r.set for r in results}):
@@ -376,6 +434,7 @@ def report(results: list[MergeResult], *, by_repo: bool) -> str:
                                    len(rr), sum(r.files for r in rr),
                                    sum(r.unanchored for r in rr))]
         out += rule_table(cases)
+        out += whole_table([w for r in rs for w in r.whole])
         out.append("")
     skipped: Counter[str] = Counter()
     for r in results:
@@ -405,10 +464,14 @@ def show_misses(results: list[MergeResult], tier: str, limit: int) -> str:
 # ---------------------------------------------------------------------------- find
 
 
-def find(clone: Path, repo: str, set_name: str, limit: int, rev: str) -> Iterator[str]:
-    """Merges under ``rev`` whose replay has at least one text conflict, newest first."""
+def find(clone: Path, repo: str, set_name: str, limit: int, rev: str, *,
+         grep: str | None = None, first_parent: bool = False,
+         max_files: int = 100) -> Iterator[str]:
+    """Merges under ``rev`` whose replay has at least one text conflict and at most
+    ``max_files`` conflicted files, newest first."""
     git = Git(clone, config=["merge.conflictStyle=diff3"])
-    lines = git.text("rev-list", "--merges", "--parents", rev).splitlines()
+    extra = ([f"--grep={grep}"] if grep else []) + (["--first-parent"] if first_parent else [])
+    lines = git.text("rev-list", "--merges", "--parents", *extra, rev).splitlines()
     found = 0
     for line in lines:
         parts = line.split()
@@ -418,7 +481,7 @@ def find(clone: Path, repo: str, set_name: str, limit: int, rev: str) -> Iterato
             _tree, stages = merge_tree(git, parts[1], parts[2])
         except GitError:
             continue
-        if any({1, 2, 3} <= st for st in stages.values()):
+        if len(stages) <= max_files and any({1, 2, 3} <= st.keys() for st in stages.values()):
             found += 1
             yield f"{set_name} {repo} {parts[0]}"
             if found >= limit:
@@ -439,6 +502,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--find", metavar="OWNER/NAME", help="list conflicting merges of a clone")
     ap.add_argument("--find-set", default="dev")
     ap.add_argument("--rev", default="HEAD", help="with --find: the history to scan")
+    ap.add_argument("--grep", help="with --find: only merges whose message matches this")
+    ap.add_argument("--first-parent", action="store_true",
+                    help="with --find: only merges on the branch itself, not inside merged ones")
+    ap.add_argument("--max-files", type=int, default=100,
+                    help="with --find: skip merges with more conflicted files than this")
     args = ap.parse_args(list(argv) if argv is not None else None)
     if args.clones is None:
         ap.error("name the directory of clones with --clones DIR (or FORKSYNC_CLONES)")
@@ -446,7 +514,8 @@ def main(argv: Iterable[str] | None = None) -> int:
 
     if args.find:
         for line in find(find_clone(args.clones, args.find), args.find, args.find_set,
-                         args.limit, args.rev):
+                         args.limit, args.rev, grep=args.grep,
+                         first_parent=args.first_parent, max_files=args.max_files):
             print(line, flush=True)
         return 0
     merges = read_merges(args.merges, set(args.set) if args.set else None)
@@ -462,8 +531,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     if args.misses:
         print(show_misses(results, args.misses, args.limit))
     if args.json:
-        args.json.write_text(json.dumps([asdict(c) for r in results for c in r.cases],
-                                        indent=1))
+        args.json.write_text(json.dumps({
+            "hunks": [asdict(c) for r in results for c in r.cases],
+            "whole_files": [asdict(w) for r in results for w in r.whole]}, indent=1))
     return 0
 
 

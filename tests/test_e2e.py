@@ -58,7 +58,7 @@ def edit(text: str, changes: dict[int, str]) -> str:
 def build_scenario(root: Path) -> Scenario:
     """Upstream + translated fork; the fork changed lines that upstream is about to change
     (beta_10) and lines right next to them (alpha_4, beta_29): git conflicts on all three,
-    and the finer re-merge has a suggestion for the two neighbours."""
+    and the finer re-merge has a starting point for the two neighbours."""
     s = Scenario(root, config=PLAIN_CONFIG)
     s.upstream_pr(4, "Add tables", "dana", files={"slime/table_a.py": table("alpha"),
                                                   "slime/table_b.py": table("beta")})
@@ -289,9 +289,11 @@ async def test_upstream_merge_opens_a_draft_pr_with_one_review_and_a_failing_che
         region = world.file_at(commit1, c.path).splitlines()[c.start_line - 1:c.line]
         assert region[0].startswith("<<<<<<<") and region[-1].startswith(">>>>>>>")
     on_a, same_line, next_line = comments
-    # Edits on neighbouring lines: a Confirm with both edits in one click.
+    # Edits on neighbouring lines of code: both edits in one click, as a starting point
+    # (a word merge in code is what people commit six times in ten: not a Confirm).
     assert suggestion_of(on_a.body) == "alpha_4 = 40  # fork\nalpha_5 = 5000  # upstream\n"
-    assert "· Confirm**" in next_line.body and "```suggestion" in next_line.body
+    assert "· Decide**" in next_line.body and "```suggestion" in next_line.body
+    assert "starting point" in next_line.body
     # The same line changed twice: a Decide with both changes shown and no side offered.
     assert "· Decide**" in same_line.body and "```suggestion" not in same_line.body
     assert "+beta_10 = 1000  # upstream" in same_line.body

@@ -109,7 +109,7 @@ def test_decide_comment_shows_both_changes_as_diffs_and_offers_no_side() -> None
 def test_decide_starting_point_and_confirm_proposal_are_labelled_differently() -> None:
     decide = _item(3, "vime/f2.py")
     decide["suggestion"] = "a\nc\n"
-    assert "A starting point that keeps both edits; check it" in render_review_comment(decide)
+    assert "A starting point, not a sure answer" in render_review_comment(decide)
     confirm = _item(4, "vime/f3.py", tier="Confirm")
     confirm["choices"] = ["suggested", "ours", "theirs"]
     text = render_review_comment(confirm)

@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 from bot.engine.markers import find_marker_regions_in_lines, split_lines
 from bot.engine.model import Tier
 from bot.engine.remerge import merge_lines, merge_words, tokens
-from bot.engine.suggest import Hunk, propose, propose_hunk, propose_region
+from bot.engine.suggest import (
+    Hunk,
+    is_data_file,
+    propose,
+    propose_hunk,
+    propose_region,
+    propose_whole_file,
+)
 
 # -- the same change -------------------------------------------------------------------
 
@@ -39,24 +46,33 @@ def test_fork_only_changes_layout_takes_upstreams_edit() -> None:
     assert p.tier is Tier.CONFIRM and p.suggestion == "x = run(a, b)\n"
 
 
-def test_a_removed_blank_line_is_a_layout_edit_not_nothing() -> None:
-    # The fork removed a blank line; upstream added code there: upstream's edit wins whole.
+def test_a_removed_blank_line_is_a_layout_edit_but_not_a_sure_one() -> None:
+    # The fork removed a blank line; upstream added code there. People keep the fork's
+    # blank-line edits in ways no rule predicts, and upstream's side is never a default.
     p = propose("", "\n", "\n    def __init__(self):\n        self.lock = Lock()\n\n")
-    assert p.rule == "fork layout only"
-    assert p.suggestion == "\n    def __init__(self):\n        self.lock = Lock()\n\n"
+    assert p.rule == "fork blank lines only" and p.tier is Tier.DECIDE
+    assert p.suggestion is None and p.choices == ("ours", "theirs")
+
+
+def test_the_same_change_with_other_blank_lines_starts_from_the_forks() -> None:
+    p = propose("x = 2\n\ny = 3\n", "x = 1\n", "x = 2\ny = 3\n")
+    assert p.tier is Tier.DECIDE and p.rule == "same change, other blank lines"
+    assert p.suggestion == "x = 2\n\ny = 3\n"
 
 
 # -- the finer re-merge ----------------------------------------------------------------
 
 
-def test_edits_on_neighbouring_lines_merge_line_by_line_words() -> None:
+def test_edits_on_neighbouring_lines_in_code_merge_as_a_starting_point() -> None:
     # The example: the fork edits line 1 while upstream edits the lines below it.
+    # In code people commit such a word merge six times in ten: a Decide starting point.
     base = "def f(x):\n    y = g(x)\n    return y\n"
     ours = "def f(x, *, fast=False):\n    y = g(x)\n    return y\n"
     theirs = "def f(x):\n    y = g(x, timeout=3)\n    return y + 1\n"
-    p = propose(ours, base, theirs)
-    assert p.tier is Tier.CONFIRM
+    p = propose(ours, base, theirs, "vime/f.py")
+    assert p.tier is Tier.DECIDE and p.rule == "merge word by word"
     assert p.suggestion == "def f(x, *, fast=False):\n    y = g(x, timeout=3)\n    return y + 1\n"
+    assert p.choices == ("suggested", "ours", "theirs")
     assert "Upstream changed 2 lines; the fork changed `def f(x):` to" in p.reason
 
 
@@ -64,20 +80,37 @@ def test_upstream_adds_imports_above_a_line_the_fork_changed() -> None:
     base = "import os\nfrom slime import engine\n"
     ours = "import os\nfrom vime import engine\n"
     theirs = "import os\nimport json\nimport time\nfrom slime import engine\n"
-    p = propose(ours, base, theirs)
-    assert p.tier is Tier.CONFIRM
+    p = propose(ours, base, theirs, "vime/engine.py")
+    assert p.tier is Tier.DECIDE
     assert p.suggestion == "import os\nimport json\nimport time\nfrom vime import engine\n"
     assert "Upstream added 2 lines" in p.reason
 
 
-def test_same_line_different_words_merge_word_by_word() -> None:
-    base = 'parser.add_argument("--sglang-mem", type=float, default=0.8)\n'
-    ours = 'parser.add_argument("--sglang-mem", type=float, default=0.9)\n'
-    theirs = 'parser.add_argument("--sglang-mem-fraction", type=float, default=0.8)\n'
-    p = propose(ours, base, theirs)
-    assert p.tier is Tier.CONFIRM and p.rule == "merge word by word"
-    assert p.suggestion == 'parser.add_argument("--sglang-mem-fraction", type=float, ' \
-                           'default=0.9)\n'
+def test_same_line_different_words_in_a_data_file_is_a_confirm() -> None:
+    base = '  "sglang-mem": {"type": "float", "default": 0.8},\n'
+    ours = '  "sglang-mem": {"type": "float", "default": 0.9},\n'
+    theirs = '  "sglang-mem-fraction": {"type": "float", "default": 0.8},\n'
+    p = propose(ours, base, theirs, "configs/args.json")
+    assert p.tier is Tier.CONFIRM and p.rule == "merge word by word, data file"
+    assert p.suggestion == '  "sglang-mem-fraction": {"type": "float", "default": 0.9},\n'
+    # The same edits in code: a starting point, not a promise.
+    code = propose(ours, base, theirs, "vime/args.py")
+    assert code.tier is Tier.DECIDE and code.suggestion == p.suggestion
+
+
+def test_data_files_are_told_by_name() -> None:
+    data = ["a.json", "config/settings.yml", "x.YAML", "pyproject.toml", "yarn.lock",
+            "Gemfile.lock", "go.sum", "requirements-hpu.txt", "setup.cfg"]
+    code = ["a.py", "README.md", "notes.txt", "Makefile", "x.rb", ""]
+    assert all(is_data_file(p) for p in data)
+    assert not any(is_data_file(p) for p in code)
+
+
+def test_two_bumps_of_one_version_conflict_rather_than_merge_digits() -> None:
+    # Digit by digit, 1.19.1 -> 1.20.0 and -> 1.20.1 would merge into the fork's 1.20.0.
+    p = propose("FROM img/1.20.0/x:2.6.0\n", "FROM img/1.19.1/x:2.5.1\n",
+                "FROM img/1.20.1/x:2.6.0\n", "docker/Dockerfile")
+    assert p.tier is Tier.DECIDE and p.suggestion is None
 
 
 def test_the_same_word_changed_twice_is_a_question_with_no_suggestion() -> None:
@@ -104,7 +137,47 @@ def test_a_merge_that_would_duplicate_a_line_both_sides_added_is_not_proposed() 
     ours = "  .fields-group\n    = f.input :show_app\n"
     theirs = "  .fields-group\n    = f.input :show_app\n\n  %hr#settings_web/\n"
     p = propose(ours, base, theirs)
-    assert p.suggestion == ours and p.rule == "already in ours"
+    assert p.suggestion == ours and p.rule == "already in ours, by lines"
+    assert p.tier is Tier.DECIDE  # measured: six times in ten
+
+
+def test_the_forks_lines_beside_upstreams_deletion_are_a_starting_point() -> None:
+    # Upstream deleted a block; the fork had added a line inside it.
+    base = "a = 1\nb = 2\n"
+    ours = "a = 1\nhpu = True\nb = 2\n"
+    p = propose(ours, base, "", "vime/x.py")
+    assert p.tier is Tier.DECIDE and p.rule == "fork's lines beside upstream's deletion"
+    assert p.suggestion == "hpu = True\n"
+
+
+def test_a_block_added_above_a_look_alike_block_is_taken_whole() -> None:
+    base = "    add(\n        'b')\n"
+    ours = "    add(\n        'a')\n    add(\n        'b')\n"
+    p = propose(ours, base, "")
+    assert p.suggestion == "    add(\n        'a')\n"
+
+
+def test_the_forks_deletion_of_lines_upstream_changed_is_a_starting_point() -> None:
+    p = propose("", "x = run(a)\ny = 2\n", "x = run(a, b)\ny = 2\n")
+    assert p.tier is Tier.DECIDE and p.rule == "fork deleted, upstream changed"
+    assert p.suggestion == ""
+
+
+def test_upstreams_change_already_in_the_fork_by_words_is_a_starting_point() -> None:
+    # The word merge lands on the fork's text: only as sure as other word merges.
+    p = propose("call(b, 2)\n", "call(a, 1)\n", "call(b, 1)\n")
+    assert p.tier is Tier.DECIDE and p.rule == "already in ours, by words"
+    assert p.suggestion == "call(b, 2)\n"
+    mine = propose("call(b, 1)\n", "call(a, 1)\n", "call(b, 2)\n")
+    assert mine.rule == "already in theirs, by words" and mine.suggestion is None
+
+
+def test_whole_file_deletions_are_kept_as_a_confirm() -> None:
+    fork = propose_whole_file("fork")
+    assert (fork.tier, fork.side, fork.choices[0]) == (Tier.CONFIRM, "ours", "ours")
+    up = propose_whole_file("upstream")
+    assert (up.tier, up.side, up.choices[0]) == (Tier.CONFIRM, "theirs", "theirs")
+    assert "drops the fork's changes" in up.reason
 
 
 def test_a_long_combination_is_offered_only_as_a_starting_point() -> None:

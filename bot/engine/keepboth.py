@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 from bot.engine.markers import split_lines
 
-# The name a line assigns or defines: ``key:``, ``key =``, ``"key":``, ``def key(``.
-_KEY = re.compile(r"""^\s*(?:(?:def|class|function|const|let|var|export)\s+)?"""
-                  r"""["']?([\w.\-@$]+)["']?\s*(?::(?!:)|=(?!=)|\()""")
+# The name a line assigns or defines: ``key:``, ``key =``, ``"key":``, ``def key(``. Not a
+# call (``f(x)``) nor a Ruby symbol argument (``before_action :x``): two of those are two
+# additions.
+_KEY = re.compile(r"""^\s*(?:(?:def|class|function)\s+([\w.$]+)\s*[(:]|"""
+                  r"""(?:(?:const|let|var|export)\s+)?["']?([\w.\-@$]+)["']?\s*"""
+                  r"""(?::(?=\s|$)|=(?!=)))""")
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ def same_keys(ours: str, theirs: str) -> set[str]:
     """Names that both sides' added lines assign or define: two values for one setting
     are a choice, not two additions."""
     def keys(text: str) -> set[str]:
-        return {m.group(1) for ln in split_lines(text) if (m := _KEY.match(ln))}
+        return {m.group(1) or m.group(2) for ln in split_lines(text) if (m := _KEY.match(ln))}
     return keys(ours) & keys(theirs)
 
 

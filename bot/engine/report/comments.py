@@ -29,8 +29,8 @@ def _suggestion(item: Json) -> tuple[str, str] | None:
     """
     if item.get("kind") != "conflict" or item.get("suggestion") is None:
         return None
-    what = ("A starting point that keeps both edits; check it before you commit it"
-            if item.get("tier") == "Decide" else "Proposed resolution")
+    what = ("A starting point, not a sure answer (what it keeps is said above); check it "
+            "before you commit it" if item.get("tier") == "Decide" else "Proposed resolution")
     return item["suggestion"], f"{what} (one click replaces the whole marker region):"
 
 

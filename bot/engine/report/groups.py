@@ -122,7 +122,10 @@ def recommend(item: Json) -> tuple[str, str | None]:
         return "check the flagged line has a fork equivalent; keep, adapt or drop it", None
     if item.get("suggestion") is not None:
         choice = "suggested" if not choices or "suggested" in choices else None
-        return f"accept the proposal ({item.get('reason', '')})", choice
+        # A Decide's suggestion is a starting point, not a promise.
+        what = ("check the starting point, then commit or edit it" if tier == "Decide"
+                else "accept the proposal")
+        return f"{what} ({item.get('reason', '')})", choice
     fork = _changed_lines(item.get("base") or "", item.get("ours") or "")
     upstream = _changed_lines(item.get("base") or "", item.get("theirs") or "")
     if fork <= upstream:
