@@ -346,6 +346,11 @@ def test_upstream_deletes_a_file_the_fork_modified(tmp_path: Path) -> None:
     oracle = assert_matches_git(s, p, tmp_path)
     assert not oracle.clean
     assert status_of(p, "vime/dm.py") == "conflict"
+    # Measured on real merges: people take the deletion nine times in ten.
+    (item,) = [i for i in p.items if i.path == "vime/dm.py"]
+    assert (item.kind.value, item.tier.value, item.rule) == (
+        "file", "Confirm", "modify/delete, upstream deleted")
+    assert item.choices[0] == "theirs" and item.sides is not None and item.sides["theirs"] is None
 
 
 def test_fork_deleted_a_file_upstream_modifies(tmp_path: Path) -> None:
@@ -357,6 +362,10 @@ def test_fork_deleted_a_file_upstream_modifies(tmp_path: Path) -> None:
     oracle = assert_matches_git(s, p, tmp_path)
     assert not oracle.clean
     assert status_of(p, "vime/md.py") == "conflict"
+    (item,) = [i for i in p.items if i.path == "vime/md.py"]
+    assert (item.kind.value, item.tier.value, item.rule) == (
+        "file", "Confirm", "modify/delete, fork deleted")
+    assert item.choices[0] == "ours" and "keeps the fork's deletion" in item.reason
 
 
 def test_add_add_same_content_merges_cleanly(tmp_path: Path) -> None:
@@ -689,6 +698,10 @@ def test_demo_policies_and_flags(demo: tuple[Scenario, Any]) -> None:
     manual = [i for f in p.files if f.path == "vime/rollout/vllm_rollout.py"
               for i in f.review_items]
     assert [i.kind.value for i in manual] == ["manual"]
-    flags = [i for i in p.items if i.kind.value == "flag"]
-    assert flags and all(i.path == "vime/utils/arguments.py" for i in flags)
-    assert "enable-metrics" in (flags[0].theirs + flags[0].reason + (flags[0].question or ""))
+    # The flagged line sits in a conflict region: that hunk carries the flag, as a Decide.
+    flagged = [i for i in p.items if "--sglang-enable-metrics" in i.reason]
+    assert [(i.path, i.kind.value, i.tier.value) for i in flagged] == [
+        ("vime/utils/arguments.py", "conflict", "Decide")]
+    assert "flagged `--sglang-(enable-metrics|ep-size|speculative-)`: no vLLM equivalent" \
+        in flagged[0].reason
+    assert not [i for i in p.items if i.kind.value == "flag"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.engine.classify import FLAG_CHOICES
+from bot.engine.flags import FLAG_CHOICES
 from bot.engine.mergetalk import describe
 from bot.engine.model import Plan
 from bot.engine.pipeline import plan

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from bot.engine import attribute, configwarn
 from bot.engine.config import Config
+from bot.engine.flags import Hit, add_flag_items
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, Background, CatFile, Git, TreeWriter
 from bot.engine.markers import MARKER_SIZE, find_marker_regions_in_lines, split_lines
 from bot.engine.merge import (
@@ -20,12 +21,11 @@ from bot.engine.merge import (
 )
 from bot.engine.mergetalk import describe
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
-from bot.engine.suggest import propose_region
+from bot.engine.suggest import propose_region, propose_whole_file
 from bot.engine.translate import Translator
 
 _BINARY_SNIFF = 8000
 _History = list[attribute.CommitDiff]
-FLAG_CHOICES = ("keep", "adapt", "drop")  # the answers a flag question offers
 
 
 def is_binary(data: bytes) -> bool:
@@ -285,14 +285,22 @@ class Classifier:
         if not regions:
             r.binary = entry is not None and text is None and entry.mode != MODE_GITLINK
             sentences = [sentence for _, sentence in self._described({r.path})]
+            sides = {"ours": _entry_json(self._entry(self.ours, r.path)),
+                     "theirs": _entry_json(self._entry(self.theirs, r.path))}
+            deleted = [side for side, entry_ in sides.items() if entry_ is None]
+            kinds = {m.kind for m in self.o.messages if r.path in m.paths}
+            if len(deleted) == 1 and any("delete" in kind for kind in kinds):
+                prop = propose_whole_file("fork" if deleted == ["ours"] else "upstream")
+                return [ReviewItem(
+                    id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
+                    tier=prop.tier, reason=prop.reason, question=prop.question,
+                    choices=list(prop.choices), sides=sides, rule=prop.rule)]
             return [ReviewItem(
                 id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
                 tier=Tier.DECIDE, reason=" ".join(sentences) or "git could not merge this file.",
                 question="git could not merge this file line by line. Keep ours, take "
                          "upstream's (theirs), or fix it by hand?",
-                choices=["ours", "theirs"],
-                sides={"ours": _entry_json(self._entry(self.ours, r.path)),
-                       "theirs": _entry_json(self._entry(self.theirs, r.path))},
+                choices=["ours", "theirs"], sides=sides,
             )]
         items = []
         # No stage 1 in git's index entries: neither side had the file at base (add/add).
@@ -300,7 +308,7 @@ class Classifier:
         added_both = bool(stages) and 1 not in stages
         for region in regions:
             base = region.base or ""
-            prop = propose_region(lines, region, added_both=added_both)
+            prop = propose_region(lines, region, added_both=added_both, path=r.path)
             items.append(ReviewItem(
                 id="", kind=ItemKind.CONFLICT, path=r.path, upstream_path=r.upstream_path,
                 tier=prop.tier, reason=prop.reason, ours=region.ours, base=base,
@@ -340,28 +348,15 @@ class Classifier:
                 continue
             merged = self._read_text(self._entry(final, r.path)) or ""
             merged_lines = [ln.rstrip("\n") for ln in split_lines(merged)]
-            covered = [(i.start_line or 0, i.end_line or 0) for i in r.review_items]
+            hits = []
             for line in added:
-                for flag in self.config.flags:
-                    if not flag.matches(line):
-                        continue
-                    # The file holds the translated line: quote that, and upstream's only
-                    # where the translation changed it (the flag matched upstream's text).
+                flag = next((f for f in self.config.flags if f.matches(line)), None)
+                if flag is not None:
+                    # The file holds the translated line: find and quote that.
                     translated = self.tr.text(line, ch.new_path).rstrip("\n")
-                    anchor = _find_line(merged_lines, translated.strip())
-                    if anchor is not None and any(a <= anchor <= b for a, b in covered):
-                        anchor = None  # the conflict comment already covers this line
-                    original = "" if translated.strip() == line.strip() else \
-                        f" (upstream wrote `{line.strip()}`)"
-                    r.review_items.append(ReviewItem(
-                        id="", kind=ItemKind.FLAG, path=r.path, upstream_path=r.upstream_path,
-                        tier=Tier.DECIDE, reason=f"flag `{flag.pattern}`: {flag.say}",
-                        theirs=translated + "\n", start_line=anchor, end_line=anchor,
-                        question=f"Upstream added `{translated.strip()}`{original}: "
-                                 f"{flag.say}. Keep it as it is, adapt it, or drop it?",
-                        choices=list(FLAG_CHOICES),
-                    ))
-                    break
+                    hits.append(Hit(flag, line, translated,
+                                    _find_line(merged_lines, translated.strip())))
+            add_flag_items(r.review_items, r.path, r.upstream_path, hits)
 
     def _is_manual(self, fork_path: str) -> bool:
         policy = self.config.policy_for(fork_path)
@@ -456,15 +451,15 @@ class Classifier:
 
     def _flag_commits(self, item: ReviewItem, commits: list[attribute.CommitDiff],
                       tip_path: str, prs: Callable[[Iterable[str]], list[int]]) -> list[int]:
-        """The PRs that touched the flagged line at the tip (its first occurrence)."""
+        """The PRs that touched the flagged lines at the tip (each at its first occurrence)."""
         upstream = self._read_text(self._entry(TreeIndex(self.cat, self._tip_tree()), tip_path))
-        line = item.theirs
+        wanted = {ln.rstrip("\r\n") for ln in split_lines(item.theirs)}
+        found: set[int] = set()
         for pos, text in enumerate(split_lines(upstream or "")):
-            if text.rstrip("\r\n") == line.rstrip("\r\n"):
-                found = prs(attribute.log_l(commits, tip_path, pos, pos + 1))
-                if found:
-                    return found
-        return []
+            if text.rstrip("\r\n") in wanted:
+                wanted.discard(text.rstrip("\r\n"))
+                found.update(prs(attribute.log_l(commits, tip_path, pos, pos + 1)))
+        return sorted(found)
 
     def _tip_tree(self) -> str:
         if self._tip_tree_oid is None:
