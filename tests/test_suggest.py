@@ -163,6 +163,14 @@ def test_the_forks_deletion_of_lines_upstream_changed_is_a_starting_point() -> N
     assert p.suggestion == ""
 
 
+def test_two_deletions_where_one_holds_the_other_keep_the_larger() -> None:
+    base = "a = 1\nb = 2\nc = 3\n"
+    p = propose("a = 1\nc = 3\n", base, "a = 1\n")
+    assert (p.tier, p.rule, p.suggestion) == (Tier.CONFIRM, "both deleted, one more", "a = 1\n")
+    q = propose("c = 3\n", base, "a = 1\n")  # two different deletions: no rule holds
+    assert q.tier is Tier.DECIDE and q.rule != "both deleted, one more"
+
+
 def test_upstreams_change_already_in_the_fork_by_words_is_a_starting_point() -> None:
     # The word merge lands on the fork's text: only as sure as other word merges.
     p = propose("call(b, 2)\n", "call(a, 1)\n", "call(b, 1)\n")

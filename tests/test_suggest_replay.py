@@ -113,6 +113,11 @@ CASES = [
               theirs="const p = keys(t).reduce(\n  (p, n) => {\n    p[`t/${n}`] = r(n);\n",
               path="config/webpack/shared.js"),
          "", Tier.DECIDE),
+    Case("glitch-soc/mastodon@65e994b29b:app/controllers/settings/exports_controller.rb",
+         # Both sides only deleted lines; the fork deleted them all, upstream one of them.
+         Hunk(ours="", base="  layout 'admin'\n\n  before_action :auth!\n  before_action :body\n",
+              theirs="  layout 'admin'\n\n  before_action :auth!\n"),
+         "", Tier.CONFIRM),
     Case("glitch-soc/mastodon@5cadb47238:app/controllers/auth/sessions_controller.rb",
          # Two calls of one method with other arguments are two additions, not two values
          # of one setting: both kept, the fork's first.

@@ -263,6 +263,18 @@ def _already_in(h: Hunk, res: Resolved) -> Proposal:
 def _contained(h: Hunk) -> Proposal:
     """No finer merge: one side's lines may still hold the other's edit, or one side
     deleted the lines the other changed."""
+    if _only_deletes(h.base, h.ours) and _only_deletes(h.base, h.theirs):
+        # Both only deleted lines, one side more: its deletion holds the other's.
+        if _sub_change(h.base, h.theirs, h.ours):
+            return Proposal(Tier.CONFIRM, "both sides only deleted lines here and the fork "
+                            "deleted more; keeps the fork's deletion", h.ours,
+                            question="Keep the fork's larger deletion?",
+                            choices=("suggested", "theirs"), rule="both deleted, one more")
+        if _sub_change(h.base, h.ours, h.theirs):
+            return Proposal(Tier.CONFIRM, "both sides only deleted lines here and upstream "
+                            "deleted more; takes upstream's deletion", h.theirs,
+                            question="Take upstream's larger deletion?",
+                            choices=("suggested", "ours"), rule="both deleted, one more")
     if _sub_change(h.base, h.theirs, h.ours):
         return _decide("every line upstream added or removed here, the fork added or removed "
                        "too: upstream's change looks already made in the fork's version; the "
@@ -289,6 +301,12 @@ def _duplicates(text: str, h: Hunk) -> bool:
     ours, theirs = _lines_of(h.ours), _lines_of(h.theirs)
     return any(n > max(ours[ln], theirs[ln]) for ln, n in _lines_of(text).items()
                if ours[ln] or theirs[ln])
+
+
+def _only_deletes(base: str, side: str) -> bool:
+    """``side`` is ``base`` with some lines deleted and none added or changed."""
+    b, s = _lines_of(base), _lines_of(side)
+    return not (s - b) and s != b
 
 
 def _sub_change(base: str, small: str, big: str) -> bool:
