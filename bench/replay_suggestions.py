@@ -387,7 +387,7 @@ def rule_table(cases: list[Case]) -> list[str]:
                              key=lambda k: (TIERS.index(k[0]), k[1])):
         group = [c for c in cases if c.tier == tier and c.rule == rule]
         ok = sum(c.right for c in group)
-        out.append(f"  {tier:<8} {ok:>5}/{len(group):<5} {pct(ok, len(group))}  {rule:<28}"
+        out.append(f"  {tier:<8} {ok:>5}/{len(group):<5} {pct(ok, len(group))}  {rule:<42}"
                    f"(ours {sum(c.ours_right for c in group)}, "
                    f"theirs {sum(c.theirs_right for c in group)})")
     return out
@@ -430,9 +430,11 @@ def report(results: list[MergeResult], *, by_repo: bool) -> str:
         if by_repo:
             for repo in sorted({r.repo for r in rs}):
                 rr = [r for r in rs if r.repo == repo]
-                out += ["", *table(f"  {set_name} · {repo}", [c for r in rr for c in r.cases],
-                                   len(rr), sum(r.files for r in rr),
-                                   sum(r.unanchored for r in rr))]
+                repo_cases = [c for r in rr for c in r.cases]
+                out += ["", *table(f"  {set_name} · {repo}", repo_cases, len(rr),
+                                   sum(r.files for r in rr), sum(r.unanchored for r in rr)),
+                        *rule_table(repo_cases)]
+            out += ["", f"== set {set_name}, all repositories"]
         out += rule_table(cases)
         out += whole_table([w for r in rs for w in r.whole])
         out.append("")

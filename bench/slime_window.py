@@ -177,6 +177,15 @@ def build_fork(upstream: Path, cutoff: str, tip: str, work: Path, d: Divergence)
     return fork
 
 
+def _decide_kind(kind: str, rule: str, suggested: bool) -> str:
+    """What a Decide item is, for the summary: a hunk with a starting point or without."""
+    if kind != "conflict":
+        return f"{kind}:"
+    if rule == "add/add":
+        return "add/add file:"
+    return "hunk with a starting point:" if suggested else "hunk, question only:"
+
+
 def _is_text(data: bytes) -> bool:
     if b"\0" in data[:8000]:
         return False
@@ -224,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     hunks = [i for i in items if i.kind.value == "conflict"]
     offered = sum(1 for i in hunks if i.suggestion is not None)
     print(f"conflict hunks: {len(hunks)}, with a suggestion: {offered}")
+    decide = [i for i in items if i.tier.value == "Decide"]
+    by_kind = Counter(_decide_kind(i.kind.value, i.rule, i.suggestion is not None)
+                      for i in decide)
+    print("Decide items: " + ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())))
     return 0
 
 
