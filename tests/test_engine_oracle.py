@@ -365,7 +365,7 @@ def test_fork_deleted_a_file_upstream_modifies(tmp_path: Path) -> None:
     (item,) = [i for i in p.items if i.path == "vime/md.py"]
     assert (item.kind.value, item.tier.value, item.rule) == (
         "file", "Confirm", "modify/delete, fork deleted")
-    assert item.choices[0] == "ours" and "keeps the fork's deletion" in item.reason
+    assert item.choices[0] == "ours" and "Keeps the fork's deletion" in item.reason
 
 
 def test_add_add_same_content_merges_cleanly(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ EP = Flag("--sglang-ep-size", "no vLLM equivalent", regex.compile("--sglang-ep-s
 
 
 def hit(flag: Flag, line: str, anchor: int | None) -> Hit:
-    return Hit(flag, line, line.replace("sglang", "vllm"), anchor)
+    return Hit(flag, line, line.replace("sglang", "vllm").rstrip("\n"), anchor)
 
 
 def conflict(tier: Tier, start: int, end: int, suggestion: str | None,
@@ -37,11 +37,16 @@ def test_the_lines_of_one_flag_in_one_file_are_one_question() -> None:
     assert [(i.kind, i.tier, i.start_line) for i in items] == [
         (ItemKind.FLAG, Tier.DECIDE, 40), (ItemKind.FLAG, Tier.DECIDE, 30)]
     spec = items[0]
-    assert spec.theirs == "".join(lines) and spec.choices == ["keep", "drop"]
-    assert spec.question == ("Upstream added `--sglang-speculative-a 4`, "
-                             "`--sglang-speculative-b 4`, `--sglang-speculative-c 4` and 2 "
-                             "more: no vLLM equivalent. Keep, adapt or drop these 5 lines?")
-    assert items[1].question is not None and items[1].question.endswith("drop this line?")
+    # The lines as the fork's file holds them (translated), upstream's words beside them.
+    assert spec.theirs == "".join(ln.replace("sglang", "vllm") for ln in lines)
+    assert spec.choices == ["keep", "adapt", "drop"]
+    assert spec.question == (
+        "Upstream added `--vllm-speculative-a 4` (upstream wrote `--sglang-speculative-a 4`), "
+        "`--vllm-speculative-b 4` (upstream wrote `--sglang-speculative-b 4`), "
+        "`--vllm-speculative-c 4` (upstream wrote `--sglang-speculative-c 4`) and 2 more: "
+        "no vLLM equivalent. Keep these 5 lines as they are, adapt them, or drop them?")
+    assert items[1].question is not None
+    assert items[1].question.endswith("Keep it as it is, adapt it, or drop it?")
 
 
 def test_a_flagged_line_inside_a_confirm_region_makes_it_a_decide() -> None:
@@ -51,9 +56,10 @@ def test_a_flagged_line_inside_a_confirm_region_makes_it_a_decide() -> None:
     (item,) = items  # no item of its own: the hunk's comment is where it is decided
     assert item.tier is Tier.DECIDE and item.rule == "merge word by word, flagged"
     assert item.suggestion == "a\nb\n" and item.choices == ["suggested", "ours", "theirs"]
-    assert item.reason.endswith("Upstream's side adds `--sglang-speculative-a 4`, "
-                                "`--sglang-speculative-b 4`, flagged `--sglang-speculative-`: "
-                                "no vLLM equivalent.")
+    assert item.reason.endswith(
+        "Upstream's side adds `--vllm-speculative-a 4` (upstream wrote "
+        "`--sglang-speculative-a 4`), `--vllm-speculative-b 4` (upstream wrote "
+        "`--sglang-speculative-b 4`), flagged `--sglang-speculative-`: no vLLM equivalent.")
 
 
 def test_a_flagged_region_never_offers_upstreams_side() -> None:

@@ -293,7 +293,8 @@ class Classifier:
                 prop = propose_whole_file("fork" if deleted == ["ours"] else "upstream")
                 return [ReviewItem(
                     id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
-                    tier=prop.tier, reason=prop.reason, question=prop.question,
+                    tier=prop.tier, reason=" ".join([*sentences, prop.reason]),
+                    question=prop.question,
                     choices=list(prop.choices), sides=sides, rule=prop.rule)]
             return [ReviewItem(
                 id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,

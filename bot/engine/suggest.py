@@ -162,15 +162,14 @@ def propose_whole_file(deleted_by: str) -> Proposal:
     deletes is one it does not want).
     """
     if deleted_by == "fork":
-        return Proposal(Tier.CONFIRM, "the fork deleted this file and upstream changed it; "
-                        "keeps the fork's deletion (upstream's change is not applied)", None,
+        return Proposal(Tier.CONFIRM, "Keeps the fork's deletion; upstream's change to the "
+                        "file is not applied.", None,
                         question="Keep the fork's deletion of this file?",
                         choices=("ours", "theirs"), rule="modify/delete, fork deleted",
                         side="ours")
-    return Proposal(Tier.CONFIRM, "upstream deleted this file and the fork had changed it; "
-                    "takes upstream's deletion, which drops the fork's changes to it (move "
-                    "them elsewhere first if the fork still needs them)", None,
-                    question="Take upstream's deletion of this file?",
+    return Proposal(Tier.CONFIRM, "Takes upstream's deletion, which drops the fork's changes "
+                    "to the file: move them elsewhere first if the fork still needs them.",
+                    None, question="Take upstream's deletion of this file?",
                     choices=("theirs", "ours"), rule="modify/delete, upstream deleted",
                     side="theirs")
 
