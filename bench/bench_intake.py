@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.app.server import make_app  # noqa: E402
 from bot.app.settings import Settings  # noqa: E402
-from bot.app.store import Store  # noqa: E402
+from bot.app.store.sqlite import SQLiteStore  # noqa: E402
 
 SECRET = "bench-secret"
 
@@ -65,7 +65,7 @@ async def serve(port: int, data_dir: Path) -> None:
 
     router.add(on_push, "push")
     settings = Settings(webhook_secret=SECRET, token="bench", data_dir=data_dir)
-    store = Store(settings.db_path)
+    store = SQLiteStore(settings.db_path)
     app = make_app(settings, store, router)
     handler_ms: list[float] = []
 
@@ -219,7 +219,7 @@ def main() -> int:
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=30)
-        store = Store(Path(tmp) / "forksync.sqlite3")
+        store = SQLiteStore(Path(tmp) / "forksync.sqlite3")
         stored, jobs = store.count_deliveries(), store.job_counts()["queued"]
         store.close()
     print(f"stored:              {stored} deliveries, {jobs} event jobs queued,"

@@ -13,6 +13,21 @@ git_version=$(git --version | awk '{print $3}')
 if ! printf '2.38\n%s\n' "$git_version" | sort -V -C; then
   echo "setup: git >= 2.38 is required (found $git_version)" >&2; exit 1
 fi
+# PostgreSQL's server programs: the test suite starts its own throwaway server
+# (tests/pgserver.py). Other engineers' setups may run apt at the same time: wait for
+# the lock rather than fail.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null \
+      && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+           postgresql >/dev/null \
+      || { echo "setup: could not install Debian's postgresql package" >&2; exit 1; }
+  else
+    echo "setup: PostgreSQL's server programs are needed by the tests: install Debian's" \
+         "postgresql package (or set FORKSYNC_PG_BIN to the directory holding initdb)" >&2
+    exit 1
+  fi
+fi
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv

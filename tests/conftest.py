@@ -8,6 +8,7 @@ any particular handler, so every handler test in the project can use it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -20,7 +21,9 @@ import uritemplate
 from gidgethub import BadRequest, sansio
 
 from bot.app.settings import Settings
-from bot.app.store import Store
+from bot.app.store import Store, open_store
+from bot.app.store.sqlite import SQLiteStore
+from tests.pgserver import PostgresServer
 
 SAMPLES = Path(__file__).parent / "samples"
 WRITE_METHODS = ("POST", "PATCH", "PUT", "DELETE")
@@ -225,7 +228,7 @@ def fake_gh() -> FakeGH:
 
 @pytest.fixture
 def fake_store(tmp_path: Path) -> Iterator[Store]:
-    store = Store(tmp_path / "state" / "forksync.sqlite3")
+    store = SQLiteStore(tmp_path / "state" / "forksync.sqlite3")
     yield store
     store.close()
 
@@ -243,3 +246,50 @@ def fake_ctx(fake_settings: Settings, fake_store: Store, fake_gh: FakeGH) -> Fak
 
 
 Sample = Callable[..., sansio.Event]
+
+
+# -- the store's two backends ---------------------------------------------------------
+
+BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole session, started on first use."""
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store_location(backend: str, tmp_path: Path,
+                   request: pytest.FixtureRequest) -> Iterator[str]:
+    """Where this test's store lives: a SQLite file, or a fresh PostgreSQL database."""
+    if backend == "sqlite":
+        yield str(tmp_path / "store" / "forksync.sqlite3")
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    url = server.create_database()
+    yield url
+    server.drop_database(url)
+
+
+@pytest.fixture
+def make_store(store_location: str) -> Iterator[Callable[..., Store]]:
+    """Opens (migrated) stores at this test's location; every one is closed afterwards."""
+    opened: list[Store] = []
+
+    def make(**options: Any) -> Store:
+        store = open_store(store_location, schema="upgrade", **options)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        with contextlib.suppress(Exception):  # already closed by the test
+            store.close()

@@ -23,15 +23,11 @@ from aiohttp import web
 from gidgethub import routing, sansio
 
 from bot.app.context import JobContext, Platform
-from bot.app.server import (
-    UnknownJobKind,
-    WorkerPool,
-    make_app,
-    make_dispatcher,
-    schedule_polls,
-)
+from bot.app.server import make_app
 from bot.app.settings import Settings
 from bot.app.store import DEAD, DONE, QUEUED, Store
+from bot.app.store.sqlite import SQLiteStore
+from bot.app.workers import UnknownJobKind, WorkerPool, make_dispatcher, schedule_polls
 from bot.engine.git import Git, clean_env
 from bot.github.auth import AppAuth, StaticToken
 from bot.github.remote import ensure_mirror, fetch, push_with_lease
@@ -100,7 +96,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 async def server(settings: Settings) -> AsyncIterator[Running]:
-    store = Store(settings.db_path)
+    store = SQLiteStore(settings.db_path)
     app = make_app(settings, store, make_router())
     runner, url = await start(app)
     async with aiohttp.ClientSession() as session:
@@ -273,7 +269,7 @@ async def test_metrics_exposition(server: Running) -> None:
 
 @pytest.fixture
 async def platform(settings: Settings) -> AsyncIterator[Platform]:
-    store = Store(settings.db_path, lease_seconds=5, backoff_base=0.05, backoff_cap=0.1)
+    store = SQLiteStore(settings.db_path, lease_seconds=5, backoff_base=0.05, backoff_cap=0.1)
     async with aiohttp.ClientSession() as session:
         yield Platform(settings, store, session, auth=StaticToken("t0k3n-for-tests"))
     store.close()
@@ -427,7 +423,7 @@ async def test_job_timeout_and_retry(platform: Platform) -> None:
 
 
 async def test_a_job_that_blocks_the_event_loop_keeps_its_lease(settings: Settings) -> None:
-    store = Store(settings.db_path, lease_seconds=0.6)
+    store = SQLiteStore(settings.db_path, lease_seconds=0.6)
     intruder: list[object] = []
 
     async def blocking(ctx: JobContext, payload: dict[str, Any]) -> None:
@@ -458,7 +454,7 @@ async def test_a_job_that_blocks_the_event_loop_keeps_its_lease(settings: Settin
 
 async def test_a_run_that_lost_its_lease_is_cancelled_and_left_to_the_new_owner(
         settings: Settings) -> None:
-    store = Store(settings.db_path, lease_seconds=0.3)
+    store = SQLiteStore(settings.db_path, lease_seconds=0.3)
     finished: list[bool] = []
 
     async def stolen(ctx: JobContext, payload: dict[str, Any]) -> None:
@@ -505,7 +501,7 @@ async def test_stop_hands_back_a_job_that_outlives_the_grace_period(platform: Pl
 
 
 def test_scheduler_queues_one_poll_per_fork_per_interval(tmp_path: Path) -> None:
-    store = Store(tmp_path / "db")
+    store = SQLiteStore(tmp_path / "db")
     store.put_state("fork:o/a", {"installation_id": 5})
     store.put_state("fork:o/b", {})
     store.put_state("something-else", {})
@@ -577,7 +573,7 @@ def test_run_server_serves_and_exits_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert "t0k3n-for-tests" not in log
     # No handlers module router may exist yet; either way the delivery was acknowledged.
     assert status in (200, 202)
-    store = Store(tmp_path / "forksync.sqlite3")
+    store = SQLiteStore(tmp_path / "forksync.sqlite3")
     assert store.count_deliveries() in (0, 1)
     store.close()
 
@@ -618,7 +614,7 @@ def app_settings(sim: Simulator, tmp_path: Path) -> Settings:
 async def test_simulated_github_deliveries_are_accepted_and_deduplicated(
         sim: Simulator, tmp_path: Path) -> None:
     settings = app_settings(sim, tmp_path)
-    store = Store(settings.db_path)
+    store = SQLiteStore(settings.db_path)
     router = routing.Router()
 
     async def on_push(event: sansio.Event, ctx: JobContext) -> None:
@@ -650,7 +646,7 @@ async def test_simulated_github_deliveries_are_accepted_and_deduplicated(
 
 async def test_app_mode_client_against_the_simulator(sim: Simulator, tmp_path: Path) -> None:
     settings = app_settings(sim, tmp_path)
-    store = Store(settings.db_path)
+    store = SQLiteStore(settings.db_path)
     async with aiohttp.ClientSession() as session:
         platform = Platform(settings, store, session,
                             client_options={"backoff_base": 0.01, "backoff_cap": 0.05})

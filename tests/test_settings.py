@@ -99,7 +99,8 @@ def test_queue_timings_are_settings_with_clear_errors() -> None:
     s = Settings.from_env({**base, "FORKSYNC_JOB_LEASE_SECONDS": "2.5",
                            "FORKSYNC_RETRY_BACKOFF_SECONDS": "0.5"})
     assert (s.job_lease_seconds, s.retry_backoff_seconds) == (2.5, 0.5)
-    assert Settings.from_env(base).job_lease_seconds == 60.0
+    # Short enough that a killed replica's jobs are taken over within 30 s.
+    assert Settings.from_env(base).job_lease_seconds == 20.0
     for bad in ("0", "soon", "nan", "inf"):
         with pytest.raises(SettingsError, match="FORKSYNC_JOB_LEASE_SECONDS"):
             Settings.from_env({**base, "FORKSYNC_JOB_LEASE_SECONDS": bad})
@@ -127,3 +128,23 @@ def test_the_data_dir_is_created_or_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="FORKSYNC_DATA_DIR: cannot create"):
         Settings.from_env({**env, "FORKSYNC_DATA_DIR": str(tmp_path / "file" / "sub")}
                           ).prepare_data_dir()
+
+
+def test_the_database_url_picks_postgresql_and_never_echoes_its_password() -> None:
+    base = {"FORKSYNC_WEBHOOK_SECRET": "s", "FORKSYNC_TOKEN": "t", "FORKSYNC_DATA_DIR": "/d"}
+    assert Settings.from_env(base).store_location == "/d/forksync.sqlite3"
+    url = "postgresql://bot:hunter2@db:5432/forksync"
+    s = Settings.from_env({**base, "FORKSYNC_DATABASE_URL": url})
+    assert s.store_location == url and "hunter2" not in repr(s)
+    with pytest.raises(SettingsError, match="FORKSYNC_DATABASE_URL: expected a postgresql:// "
+                                            "URL, got a 'mysql' URL") as info:
+        Settings.from_env({**base, "FORKSYNC_DATABASE_URL": "mysql://bot:hunter2@db/x"})
+    assert "hunter2" not in str(info.value)
+
+
+def test_database_commands_need_no_credentials() -> None:
+    with pytest.raises(SettingsError, match="no credentials"):
+        Settings.from_env({})
+    s = Settings.from_env({"FORKSYNC_DATABASE_URL": "postgres://db/forksync"},
+                          credentials=False)
+    assert s.database_url == "postgres://db/forksync" and s.token is None

@@ -1,4 +1,9 @@
-"""The SQLite store: deliveries, the durable job queue (leases, backoff, per-repo order), state."""
+"""The store, on both backends: deliveries, the durable job queue (leases, backoff,
+per-repository order), per-fork state, migrations, and a real ``kill -9``.
+
+Every test that takes the ``store`` or ``make_store`` fixture runs twice: on SQLite and
+on a real PostgreSQL server that the test session starts itself (``tests/pgserver.py``).
+"""
 
 from __future__ import annotations
 
@@ -7,23 +12,23 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from bot.app.store import DEAD, DONE, QUEUED, RUNNING, Store
+from bot.app.store.sql import SqlStore
+from tests.pgserver import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "db.sqlite3", lease_seconds=10, max_attempts=3, backoff_base=5,
-              backoff_cap=100)
-    yield s
-    s.close()
+def store(make_store: Callable[..., Store]) -> Store:
+    return make_store(lease_seconds=10, max_attempts=3, backoff_base=5, backoff_cap=100)
 
 
 def test_delivery_recorded_once_with_its_job(store: Store) -> None:
@@ -37,14 +42,13 @@ def test_delivery_recorded_once_with_its_job(store: Store) -> None:
                                                           {"delivery_id": "d-1"})]
 
 
-def test_delivery_survives_reopen(tmp_path: Path) -> None:
-    first = Store(tmp_path / "db")
+def test_delivery_survives_reopen(make_store: Callable[..., Store]) -> None:
+    first = make_store()
     first.record_delivery("d-1", "push", b"{}", job_key="o/r")
     first.close()
-    again = Store(tmp_path / "db")
+    again = make_store()
     assert again.get_delivery("d-1") is not None
     assert again.job_counts()[QUEUED] == 1
-    again.close()
 
 
 def test_enqueue_dedup_is_find_or_create(store: Store) -> None:
@@ -190,19 +194,248 @@ def test_prune_forgets_old_finished_work_only(store: Store) -> None:
 
 
 def _run_at(store: Store, job_id: int) -> float:
+    assert isinstance(store, SqlStore)
     with store._read() as db:
         return float(db.execute("SELECT run_at FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])
+
+
+# -- dead jobs, readiness --------------------------------------------------------------
+
+
+def test_retry_dead_queues_a_dead_job_again_with_fresh_attempts(store: Store) -> None:
+    job_id = store.enqueue("sync", "o/a", {"tip": "t"}, dedup="d", now=0)
+    assert job_id is not None
+    assert store.retry_dead(job_id, now=1) is False  # queued, not dead
+    job = store.claim("w", now=0)
+    assert job is not None and store.kill(job_id, "config error", worker_id="w", now=1)
+    assert [j.id for j in store.list_jobs(state=DEAD)] == [job_id]
+    dead = store.get_job(job_id)
+    assert dead is not None and dead.last_error == "config error" and dead.finished_at == 1
+    assert store.retry_dead(job_id, now=5) is True
+    assert store.retry_dead(job_id, now=5) is False  # already queued
+    assert store.retry_dead(12345, now=5) is False  # no such job
+    again = store.claim("w2", now=5)
+    assert again is not None and again.id == job_id and again.attempts == 1
+    assert again.payload == {"tip": "t"} and again.ready_at == 5
+
+
+def test_ready_jobs_counts_only_jobs_whose_time_has_come(store: Store) -> None:
+    assert store.ready_jobs(now=100) == (0, None)
+    store.enqueue("a", "k1", {}, now=10)
+    store.enqueue("a", "k2", {}, now=20)
+    store.enqueue("a", "k3", {}, run_at=500, now=30)  # waiting for a retry time
+    assert store.ready_jobs(now=100) == (2, 10.0)
+    assert store.ready_jobs(now=600) == (3, 10.0)
+
+
+def test_claim_reports_when_the_job_was_created_and_became_ready(store: Store) -> None:
+    store.enqueue("a", "k", {}, run_at=50, now=10)
+    job = store.claim("w", now=60)
+    assert job is not None and (job.created_at, job.ready_at) == (10, 50)
+
+
+def test_a_job_waiting_for_its_retry_does_not_hold_back_its_repository(store: Store) -> None:
+    first = store.enqueue("sync", "o/a", {"n": 1}, now=0)
+    job = store.claim("w", now=0)
+    assert job is not None and job.id == first
+    store.fail(first, "HTTP 502", retry_at=8, worker_id="w", now=1)
+    later = store.enqueue("sync", "o/a", {"n": 2}, now=2)
+    taken = store.claim("w", now=3)
+    assert taken is not None and taken.id == later
+    assert store.claim("w", now=9) is None  # first is due, but o/a is busy
+    store.complete(later, "w", now=10)
+    retried = store.claim("w", now=11)
+    assert retried is not None and retried.id == first
+
+
+def test_the_database_refuses_a_second_running_job_of_one_repository(store: Store) -> None:
+    assert isinstance(store, SqlStore)
+    a1 = store.enqueue("sync", "o/a", {}, now=0)
+    a2 = store.enqueue("sync", "o/a", {}, now=0)
+    assert store.claim("w", now=0) is not None
+    with pytest.raises(Exception, match=r"(?i)unique"), store._tx() as db:
+        db.execute("UPDATE jobs SET state = 'running' WHERE id = ?", (a2,))
+    assert store.job_state(a1) == RUNNING and store.job_state(a2) == QUEUED
+
+
+# -- migrations ---------------------------------------------------------------------------
+
+
+def test_migrations_are_recorded_and_safe_to_run_twice(store: Store) -> None:
+    assert isinstance(store, SqlStore)
+    assert store.schema_version() == store.latest_version >= 1
+    assert store.upgrade() == []
+    store.check_schema()
+
+
+def test_a_schema_newer_than_the_code_is_refused(store: Store) -> None:
+    from bot.app.store import StoreError
+
+    assert isinstance(store, SqlStore)
+    with store._tx() as db:
+        db.execute("INSERT INTO forksync_schema (version, name, applied_at) VALUES (?, ?, ?)",
+                   (store.latest_version + 1, "from the future", 0.0))
+    with pytest.raises(StoreError, match="newer than this forksync"):
+        store.check_schema()
+    with pytest.raises(StoreError, match="newer than this forksync"):
+        store.upgrade()
+
+
+def test_postgres_is_never_migrated_implicitly(postgres_server: PostgresServer) -> None:
+    from bot.app.store import StoreError, open_store
+    from bot.app.store.postgres import PostgresStore
+
+    url = postgres_server.create_database()
+    try:
+        with pytest.raises(StoreError, match=r"at version 0, this forksync needs 1: run "
+                                             r"`forksync db upgrade`"):
+            open_store(url)
+        # Three upgraders at once (`forksync db upgrade` on three machines): one applies.
+        results: list[list[int]] = []
+
+        def upgrade() -> None:
+            store = PostgresStore(url, schema="none")
+            results.append(store.upgrade())
+            store.close()
+
+        threads = [threading.Thread(target=upgrade) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(results) == [[], [], [1]]
+        store = open_store(url)
+        assert store.schema_version() == 1
+        store.close()
+    finally:
+        postgres_server.drop_database(url)
+
+
+def test_a_sqlite_file_from_before_numbered_migrations_is_upgraded_in_place(
+        tmp_path: Path) -> None:
+    import sqlite3
+
+    from bot.app.store.sqlite import SQLiteStore
+
+    path = tmp_path / "old.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript("""
+        CREATE TABLE deliveries (delivery_id TEXT PRIMARY KEY, event TEXT NOT NULL,
+            payload BLOB NOT NULL, received_at REAL NOT NULL);
+        CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,
+            key TEXT NOT NULL, payload TEXT NOT NULL, dedup TEXT UNIQUE,
+            state TEXT NOT NULL DEFAULT 'queued', attempts INTEGER NOT NULL DEFAULT 0,
+            run_at REAL NOT NULL, lease_owner TEXT, lease_expires REAL, last_error TEXT,
+            created_at REAL NOT NULL, started_at REAL, finished_at REAL);
+        CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL);
+        INSERT INTO state VALUES ('fork:o/a', '{"pr": 7}', 1.0);
+        INSERT INTO jobs (kind, key, payload, state, run_at, created_at, lease_owner)
+            VALUES ('sync', 'o/a', '{}', 'running', 0, 0, 'old-1'),
+                   ('sync', 'o/a', '{}', 'running', 0, 0, 'old-2');
+    """)
+    old.close()
+    store = SQLiteStore(path)
+    assert store.schema_version() == 1
+    assert store.get_state("fork:o/a") == {"pr": 7}
+    # The older code could leave two running jobs of one repository; one goes back.
+    assert [j.state for j in store.list_jobs()] == [RUNNING, QUEUED]
+    store.close()
+
+
+# -- several replicas on one database ---------------------------------------------------
+
+
+def test_replicas_deduplicate_one_delivery_between_them(
+        make_store: Callable[..., Store]) -> None:
+    replicas = [make_store() for _ in range(4)]
+    barrier = threading.Barrier(len(replicas))
+    results: list[bool] = []
+
+    def deliver(store: Store) -> None:
+        barrier.wait()
+        results.extend(store.record_deliveries(
+            [("d-1", "push", b"{}", "o/a"), ("d-2", "push", b"{}", "o/b"),
+             ("d-1", "push", b"{}", "o/a")]))
+
+    threads = [threading.Thread(target=deliver, args=(r,)) for r in replicas]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count(True) == 2 and len(results) == 12
+    assert replicas[0].count_deliveries() == 2
+    assert sorted(j.payload["delivery_id"] for j in replicas[0].list_jobs()) == ["d-1", "d-2"]
+
+
+def test_concurrent_workers_on_several_replicas_keep_each_repository_serial_and_in_order(
+        make_store: Callable[..., Store]) -> None:
+    replicas = [make_store(lease_seconds=30) for _ in range(3)]
+    keys = [f"o/r{k}" for k in range(5)]
+    for n in range(12):
+        for key in keys:
+            replicas[0].enqueue("sync", key, {"n": n})
+    running: set[str] = set()
+    guard = threading.Lock()
+    order: dict[str, list[int]] = {key: [] for key in keys}
+    overlaps: list[str] = []
+
+    def work(store: Store, name: str) -> None:
+        idle = 0
+        while idle < 20:
+            job = store.claim(name)
+            if job is None:
+                idle += 1
+                time.sleep(0.005)
+                continue
+            idle = 0
+            with guard:
+                if job.key in running:
+                    overlaps.append(job.key)
+                running.add(job.key)
+                order[job.key].append(job.payload["n"])
+            time.sleep(0.001)
+            with guard:
+                running.discard(job.key)
+            assert store.complete(job.id, name)
+
+    threads = [threading.Thread(target=work, args=(replicas[i % 3], f"w{i}")) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == []
+    assert replicas[1].job_counts()[DONE] == 60
+    assert all(order[key] == list(range(12)) for key in keys), order
+
+
+def test_listen_hears_jobs_queued_by_another_replica(make_store: Callable[..., Store],
+                                                     backend: str) -> None:
+    listener, other = make_store(), make_store()
+    heard = threading.Event()
+    stop = listener.listen(heard.set)
+    try:
+        if backend == "postgres":
+            # The listener announces itself once on connecting; wait for that, then reset.
+            assert heard.wait(10)
+            heard.clear()
+        other.enqueue("sync", "o/a", {})
+        assert heard.wait(10 if backend == "postgres" else 0.3) is (backend == "postgres")
+        heard.clear()
+        other.record_delivery("d-9", "push", b"{}", job_key="o/b")
+        assert heard.wait(10 if backend == "postgres" else 0.3) is (backend == "postgres")
+    finally:
+        stop()
 
 
 # -- a real kill -9 -------------------------------------------------------------
 
 WORKER = textwrap.dedent("""
     import asyncio, os, sys
-    from bot.app.store import Store
-    from bot.app.server import WorkerPool
+    from bot.app.store import open_store
+    from bot.app.workers import WorkerPool
 
-    db, marker, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-    store = Store(db, lease_seconds=1.0)
+    location, marker, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+    store = open_store(location, lease_seconds=1.0)
 
     async def dispatcher(job):
         with open(marker, "a") as fh:
@@ -223,8 +456,8 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def _spawn(db: Path, marker: Path, mode: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", WORKER, str(db), str(marker), mode],
+def _spawn(location: str, marker: Path, mode: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", WORKER, location, str(marker), mode],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
@@ -236,12 +469,13 @@ def _wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
         time.sleep(0.05)
 
 
-def test_kill_9_mid_job_then_a_new_process_finishes_it_exactly_once(tmp_path: Path) -> None:
-    db, marker = tmp_path / "queue.sqlite3", tmp_path / "marker.log"
-    store = Store(db, lease_seconds=1.0)
+def test_kill_9_mid_job_then_a_new_process_finishes_it_exactly_once(
+        make_store: Callable[..., Store], store_location: str, tmp_path: Path) -> None:
+    marker = tmp_path / "marker.log"
+    store = make_store(lease_seconds=1.0)
     job_id = store.enqueue("sync", "o/fork", {"tip": "abc"})
 
-    first = _spawn(db, marker, "hang")
+    first = _spawn(store_location, marker, "hang")
     try:
         _wait_for(lambda: marker.exists() and marker.read_text().startswith("hang"))
         # The first process keeps its lease alive by heartbeats, well past one lease.
@@ -255,7 +489,7 @@ def test_kill_9_mid_job_then_a_new_process_finishes_it_exactly_once(tmp_path: Pa
             first.kill()
 
     assert store.job_state(job_id) == RUNNING  # the dead process still "holds" it
-    second = _spawn(db, marker, "finish")
+    second = _spawn(store_location, marker, "finish")
     try:
         assert second.wait(timeout=30) == 0
     finally:
@@ -270,4 +504,3 @@ def test_kill_9_mid_job_then_a_new_process_finishes_it_exactly_once(tmp_path: Pa
     assert job is not None and job.attempts == 2
     assert store.job_state(job_id) == DONE
     assert store.claim("anyone") is None  # nothing left to run: exactly once
-    store.close()

@@ -26,17 +26,41 @@ from bot.github.client import GitHubClient, WriteLimiter
 
 log = logging.getLogger(__name__)
 
-DURATION_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
+# Seconds: from a queue wait of milliseconds to an hour-long sync.
+DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
+
+Gauge = tuple[str, dict[str, str], float]
+"""``(name, labels, value)``: a sample read when ``/metrics`` is scraped."""
 
 
 class Metrics:
-    """Counters and histograms, rendered in the Prometheus text exposition format."""
+    """Counters and histograms, rendered in the Prometheus text exposition format.
+
+    Gauges are read when ``/metrics`` is scraped: the queue's from the store, and
+    any others from collectors (``add_collector``), which run in a thread and may
+    do I/O. The git caches register their size there (``forksync_cache_bytes``).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counters: dict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
         self._histograms: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
         self._help: dict[str, tuple[str, str]] = {}
+        self._collectors: list[Callable[[], Iterable[Gauge]]] = []
+
+    def add_collector(self, collector: Callable[[], Iterable[Gauge]]) -> None:
+        """Read ``collector()``'s gauges on every scrape (e.g. the size of the git caches)."""
+        self._collectors.append(collector)
+
+    def collect(self) -> list[Gauge]:
+        """Every collector's gauges; one that fails is logged and left out."""
+        gauges: list[Gauge] = []
+        for collector in list(self._collectors):
+            try:
+                gauges.extend(collector())
+            except Exception:
+                log.exception("metrics: collector %r failed", collector)
+        return gauges
 
     def describe(self, name: str, kind: str, text: str) -> None:
         self._help[name] = (kind, text)
@@ -60,7 +84,7 @@ class Metrics:
         with self._lock:
             return self._counters.get((name, tuple(sorted(labels.items()))), 0.0)
 
-    def render(self, gauges: Iterable[tuple[str, dict[str, str], float]] = ()) -> str:
+    def render(self, gauges: Iterable[Gauge] = ()) -> str:
         lines: list[str] = []
         seen: set[str] = set()
 
@@ -114,10 +138,20 @@ def default_metrics() -> Metrics:
                "Webhook deliveries by result (accepted, duplicate, ignored, ping).")
     m.describe("forksync_deliveries_rejected_total", "counter",
                "Webhook deliveries refused, by reason.")
-    m.describe("forksync_jobs", "gauge", "Jobs in the queue, by state.")
+    m.describe("forksync_jobs", "gauge", "Jobs in the queue, by state (shared by all replicas).")
+    m.describe("forksync_jobs_ready", "gauge",
+               "Queued jobs whose time has come (not waiting for a retry).")
+    m.describe("forksync_job_oldest_ready_age_seconds", "gauge",
+               "How long the oldest ready job has waited for a worker.")
     m.describe("forksync_jobs_finished_total", "counter",
                "Job attempts finished, by kind and outcome.")
     m.describe("forksync_job_duration_seconds", "histogram", "Job run time, by kind and outcome.")
+    m.describe("forksync_job_wait_seconds", "histogram",
+               "Time from a job becoming ready to a worker starting it, by kind.")
+    m.describe("forksync_job_latency_seconds", "histogram",
+               "Time from a job being queued to its final outcome (done or dead), by kind.")
+    m.describe("forksync_cache_bytes", "gauge",
+               "Disk used by the git caches (reported by the cache's collector).")
     m.describe("forksync_github_requests_total", "counter",
                "HTTP requests sent to the GitHub API, by method and status.")
     m.describe("forksync_github_writes_total", "counter",

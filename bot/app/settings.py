@@ -54,12 +54,17 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     workers: int = 2
     log_level: str = "INFO"
-    job_lease_seconds: float = 60.0  # a crashed worker's job is taken again after this
+    # A killed replica's job is taken over once its lease runs out: at most this long
+    # after its last heartbeat (heartbeats come every third of it).
+    job_lease_seconds: float = 20.0
     retry_backoff_seconds: float = 30.0  # first retry delay; doubles per attempt
     retry_backoff_cap_seconds: float = 3600.0
     # The time limit of one git process (or one cat-file request) in a job: past it git is
     # stopped and the job fails with a clear error, so a stuck git never holds a lease.
     git_timeout_seconds: float = DEFAULT_TIMEOUT
+    # postgresql://… puts the deliveries, the queue and the per-fork state in PostgreSQL,
+    # shared by every replica; None keeps them in SQLite under data_dir (one machine).
+    database_url: str | None = field(default=None, repr=False)
 
     @property
     def mode(self) -> Literal["app", "token"]:
@@ -68,6 +73,11 @@ class Settings:
     @property
     def db_path(self) -> Path:
         return self.data_dir / "forksync.sqlite3"
+
+    @property
+    def store_location(self) -> str:
+        """Where the store lives: the PostgreSQL URL, or the SQLite file's path."""
+        return self.database_url or str(self.db_path)
 
     @property
     def cache_dir(self) -> Path:
@@ -114,8 +124,12 @@ class Settings:
             )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        """Build settings from an environment mapping (pass ``os.environ`` at startup)."""
+    def from_env(cls, environ: Mapping[str, str], *, credentials: bool = True) -> Settings:
+        """Build settings from an environment mapping (pass ``os.environ`` at startup).
+
+        ``credentials=False`` is for commands that only touch the database
+        (``forksync db``, ``forksync jobs``): no App ID or token is required then.
+        """
         env = {k: v.strip() for k, v in environ.items()}
 
         def get(name: str, *fallbacks: str) -> str | None:
@@ -137,7 +151,7 @@ class Settings:
             raise SettingsError(
                 "FORKSYNC_APP_ID: a private key is set, so the App's numeric ID is needed too"
             )
-        if app_id is None and token is None:
+        if app_id is None and token is None and credentials:
             raise SettingsError(
                 "FORKSYNC_APP_ID: no credentials; expected FORKSYNC_APP_ID with "
                 "FORKSYNC_PRIVATE_KEY(_FILE) (App mode) or FORKSYNC_TOKEN (token mode)"
@@ -166,6 +180,13 @@ class Settings:
                 f"FORKSYNC_LOG_LEVEL: expected one of {', '.join(_LOG_LEVELS)}, got {log_level!r}"
             )
         data_dir = Path(get("FORKSYNC_DATA_DIR") or cls.data_dir).expanduser()
+        database_url = get("FORKSYNC_DATABASE_URL")
+        if database_url is not None and not database_url.startswith(
+                ("postgresql://", "postgres://")):
+            scheme = database_url.split(":", 1)[0] if ":" in database_url else "?"
+            raise SettingsError(
+                f"FORKSYNC_DATABASE_URL: expected a postgresql:// URL, got a {scheme!r} URL "
+                "(leave it unset to keep the state in SQLite under FORKSYNC_DATA_DIR)")
 
         return cls(
             app_id=app_id,
@@ -189,6 +210,7 @@ class Settings:
                                              cls.retry_backoff_cap_seconds, minimum=0.1),
             git_timeout_seconds=_float(env, "FORKSYNC_GIT_TIMEOUT_SECONDS",
                                        cls.git_timeout_seconds, minimum=0.1),
+            database_url=database_url,
         )
 
 

@@ -197,7 +197,7 @@ def _rate_limit_wait(status: int, headers: Mapping[str, str], body: bytes) -> fl
     """How long GitHub asks us to wait, or None if this 403/429 is not about rate limits."""
     retry_after = headers.get("retry-after")
     if retry_after:
-        seconds = _parse_retry_after(retry_after)
+        seconds = parse_retry_after(retry_after)
         if seconds is not None:
             return seconds
     if headers.get("x-ratelimit-remaining") == "0" and headers.get("x-ratelimit-reset"):
@@ -211,7 +211,8 @@ def _rate_limit_wait(status: int, headers: Mapping[str, str], body: bytes) -> fl
     return None
 
 
-def _parse_retry_after(value: str) -> float | None:
+def parse_retry_after(value: str) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value (seconds or an HTTP date); None if neither."""
     try:
         return max(0.0, float(value))
     except ValueError:

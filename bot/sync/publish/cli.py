@@ -12,7 +12,7 @@ import aiohttp
 
 from bot.app.context import Platform
 from bot.app.settings import Settings
-from bot.app.store import Store
+from bot.app.store.sqlite import SQLiteStore
 from bot.errors import ForksyncError
 from bot.sync.publish.context import PublishResult
 from bot.sync.publish.run import publish_sync
@@ -29,7 +29,7 @@ def publish_from_cli(args: Any) -> int:
         settings = dataclasses.replace(settings, data_dir=Path(args.workdir or ".forksync"))
 
     async def run() -> PublishResult:
-        store = Store(settings.db_path)
+        store = SQLiteStore(settings.db_path)
         try:
             async with aiohttp.ClientSession() as session:
                 ctx = Platform(settings, store, session).context()
