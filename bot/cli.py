@@ -173,10 +173,30 @@ def build_parser() -> argparse.ArgumentParser:
     p_setup.add_argument("--host", default="127.0.0.1", help="address of the local page")
     p_setup.add_argument("--port", type=int, default=0,
                          help="port of the local page (default: any free port)")
-    command("serve", "run the GitHub App (settings come from the environment)",
-            "Run the GitHub App: receive webhooks, queue the work durably, run syncs, "
-            "rescans and /sync commands. Settings come from the environment, read once.",
-            epilog=env_help() + "\n\n" + _exit_codes_epilog())
+    p_serve = command(
+        "serve", "run the GitHub App (settings come from the environment)",
+        "Run the GitHub App: receive webhooks, queue the work durably, run syncs, "
+        "rescans and /sync commands. Settings come from the environment, read once.",
+        epilog=env_help() + "\n\n" + _exit_codes_epilog())
+    p_serve.add_argument("--role", choices=("all", "web", "worker"), default="all",
+                         help="web: webhook intake only; worker: the job workers and the "
+                              "scheduler only; all: both (default). Every role serves "
+                              "/healthz and /metrics")
+    p_db = command(
+        "db", "the database: apply its migrations",
+        "The database: FORKSYNC_DATABASE_URL (PostgreSQL), else SQLite in FORKSYNC_DATA_DIR. "
+        "Needs no GitHub credentials.")
+    db_sub = p_db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    db_sub.add_parser("upgrade", help="apply the missing schema migrations (safe to run twice)")
+    p_jobs = command(
+        "jobs", "the job queue: counts by state, dead jobs, retries",
+        "The job queue in the database `serve` uses: counts by state; --dead lists the jobs "
+        "that gave up, with their last error; `retry ID` queues one again. Needs no GitHub "
+        "credentials.")
+    p_jobs.add_argument("--dead", action="store_true", help="list the dead jobs")
+    jobs_sub = p_jobs.add_subparsers(dest="jobs_command", metavar="ACTION")
+    p_retry = jobs_sub.add_parser("retry", help="queue a dead job again, with fresh attempts")
+    p_retry.add_argument("job_id", type=int, metavar="ID")
     return parser
 
 
@@ -249,7 +269,8 @@ def _serve(args: argparse.Namespace) -> int:
     from bot.sync.jobs import JOBS
 
     # The composition root: the App's server gets the webhook handlers and the jobs.
-    run_server(Settings.from_env(os.environ), router=handlers.router, jobs=JOBS)
+    run_server(Settings.from_env(os.environ), router=handlers.router, jobs=JOBS,
+               role=args.role)
     return 0
 
 
@@ -357,8 +378,29 @@ def _preview_dir(path: str) -> Path:
     return out
 
 
+def _admin(args: argparse.Namespace) -> int:
+    """``forksync db …`` and ``forksync jobs …``: the store only, no GitHub credentials."""
+    from bot.app import admin
+    from bot.app.settings import Settings
+    from bot.app.store import store_for
+
+    settings = Settings.from_env(os.environ, credentials=False)
+    if args.command == "db":
+        print(admin.db_upgrade(settings))
+        return 0
+    store = store_for(settings)
+    try:
+        if args.jobs_command == "retry":
+            print(admin.retry_job(store, args.job_id))
+        else:
+            print(admin.dead_jobs(store) if args.dead else admin.jobs_summary(store))
+    finally:
+        store.close()
+    return 0
+
+
 _COMMANDS = {"check-config": _check_config, "serve": _serve, "setup": _setup, "init": _init,
-             "plan": _plan_or_sync, "sync": _plan_or_sync}
+             "plan": _plan_or_sync, "sync": _plan_or_sync, "db": _admin, "jobs": _admin}
 
 
 def run(argv: Sequence[str] | None = None) -> int:
