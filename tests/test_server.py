@@ -259,9 +259,28 @@ async def test_metrics_exposition(server: Running) -> None:
     assert 'forksync_deliveries_rejected_total{reason="signature_invalid"} 1' in text
     assert 'forksync_jobs{state="queued"} 1' in text
     assert "# TYPE forksync_jobs gauge" in text
+    assert "\nforksync_jobs_ready 1\n" in text
+    assert "# TYPE forksync_job_oldest_ready_age_seconds gauge" in text
     for line in text.splitlines():  # every sample line is "name{labels} number"
         if line and not line.startswith("#"):
             float(line.rsplit(" ", 1)[1])
+
+
+async def test_the_worker_role_serves_health_and_metrics_but_no_intake(
+        settings: Settings) -> None:
+    store = SQLiteStore(settings.db_path)
+    runner, url = await start(make_app(settings, store, make_router(), intake=False))
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.post(url + "/webhook", data=PUSH, headers=headers(PUSH)) as r:
+                assert r.status == 404
+            for path in ("/healthz", "/metrics"):
+                async with session.get(url + path) as r:
+                    assert r.status == 200
+        assert store.count_deliveries() == 0
+    finally:
+        await runner.cleanup()
+        store.close()
 
 
 # -- workers --------------------------------------------------------------------

@@ -282,7 +282,9 @@ def _retry_at(exc: BaseException, now: float | None = None) -> float | None:
     if not isinstance(exc, RateLimitExceeded):
         return None
     now = time.time() if now is None else now
-    retry_after = parse_retry_after(exc.headers.get("retry-after") or "")
+    # Header names are case-insensitive; a plain dict of headers is not.
+    value = next((v for k, v in exc.headers.items() if k.lower() == "retry-after"), "")
+    retry_after = parse_retry_after(value)
     if retry_after is not None:
         return now + retry_after
     if exc.rate_limit is not None and exc.rate_limit.remaining == 0:
