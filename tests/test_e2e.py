@@ -4,6 +4,10 @@ Real HTTP and real git on both sides: the simulator serves the REST API, git sma
 HTTP and signed webhooks (and checks every request against GitHub's OpenAPI
 description); the bot runs as its own process, authenticates as the App, and is
 killed with SIGKILL in one test. Repositories come from ``tests.factory``.
+
+Every test runs twice: with the zero-config SQLite store, and with PostgreSQL
+(``FORKSYNC_DATABASE_URL``, migrated by ``forksync db upgrade`` first, as a deployment
+does) on the server the test session starts.
 """
 
 from __future__ import annotations
@@ -85,9 +89,16 @@ def free_port() -> int:
 
 
 class Bot:
-    """The ``forksync serve`` process, configured like a deployment pointed at the simulator."""
+    """The ``forksync serve`` process, configured like a deployment pointed at the simulator.
 
-    def __init__(self, sim: Simulator, data_dir: Path) -> None:
+    ``database_url`` shares a PostgreSQL database between several bots (replicas);
+    without it each bot keeps SQLite in its own data directory. ``role`` is passed to
+    ``forksync serve --role``.
+    """
+
+    def __init__(self, sim: Simulator, data_dir: Path, *, database_url: str | None = None,
+                 role: str = "all", lease_seconds: float | None = LEASE_SECONDS) -> None:
+        self.role = role
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = data_dir / "serve.log"
@@ -101,15 +112,19 @@ class Bot:
             "FORKSYNC_HOST": "127.0.0.1", "FORKSYNC_PORT": str(self.port),
             "FORKSYNC_WORKERS": "2", "FORKSYNC_LOG_LEVEL": "INFO",
             "FORKSYNC_POLL_INTERVAL": "0",  # no polls: the tests drive every sync
-            # Short queue timings: a killed process's job is taken again within seconds.
-            "FORKSYNC_JOB_LEASE_SECONDS": str(LEASE_SECONDS),
             "FORKSYNC_RETRY_BACKOFF_SECONDS": "0.5", "FORKSYNC_RETRY_BACKOFF_CAP_SECONDS": "2"})
+        if lease_seconds is not None:  # None: the default lease, as deployed
+            # Short: a killed process's job is taken again within seconds.
+            env["FORKSYNC_JOB_LEASE_SECONDS"] = str(lease_seconds)
+        if database_url is not None:
+            env["FORKSYNC_DATABASE_URL"] = database_url
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve",
+                                      "--role", self.role],
                                      cwd=REPO_ROOT, env=self.env, stdout=log,
                                      stderr=subprocess.STDOUT)
         log.close()
@@ -123,6 +138,13 @@ class Bot:
                     break
                 await asyncio.sleep(0.1)
         raise AssertionError(f"forksync serve did not start:\n{self.log_tail()}")
+
+    def upgrade_db(self) -> str:
+        """``forksync db upgrade``, as a deployment runs it before starting the replicas."""
+        proc = subprocess.run([sys.executable, "-m", "bot.cli", "db", "upgrade"], cwd=REPO_ROOT,
+                              env=self.env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
 
     def kill9(self) -> None:
         assert self.proc is not None
@@ -217,13 +239,17 @@ class World:
 
 @pytest.fixture
 async def world(github_sim: Simulator, tmp_path: Path,  # noqa: F811
-                request: pytest.FixtureRequest) -> AsyncIterator[World]:
+                request: pytest.FixtureRequest, backend: str,
+                store_location: str) -> AsyncIterator[World]:
     scenario = build_scenario(tmp_path / "repos")
     private_upstream = bool(getattr(request, "param", {}).get("private_upstream"))
     github_sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False,
                            private=private_upstream)
     github_sim.create_repo("vime-org", "vime", scenario.fork_dir, install=False)
-    bot = Bot(github_sim, tmp_path / "bot")
+    bot = Bot(github_sim, tmp_path / "bot",
+              database_url=store_location if backend == "postgres" else None)
+    if backend == "postgres":
+        assert "applied migration 1" in bot.upgrade_db()
     await bot.start()
     github_sim.bot_url = f"{bot.url}/webhook"
     w = World(github_sim, scenario, bot, tmp_path)
