@@ -1,12 +1,16 @@
 """Webhook intake under load: N concurrent signed deliveries against a real server.
 
-Runs ``bot.app.server.make_app`` in its own process on 127.0.0.1 with a real SQLite
-store (WAL, synchronous=FULL) in a temporary directory, fires the deliveries at
-once from this process, and prints client-side p50/p99/max latency (what GitHub
-would see, queueing included), the server's own time per request, and how many
-deliveries were stored. Nothing may be lost.
+Runs ``bot.app.server.make_app`` in its own process on 127.0.0.1, on each backend:
+SQLite (WAL, synchronous=FULL) in a temporary directory, and a PostgreSQL server
+started for the run (fsync on, as deployed; Unix socket). Each round starts a fresh
+server and store, fires the deliveries at once from this process, and measures
+client-side latency (what GitHub would see, queueing included), the same burst from a
+lean client on warm connections, the server's own time per request, and how many
+deliveries were stored. Nothing may be lost. The summary gives the median of the
+rounds' figures with their range.
 
-    .venv/bin/python bench/bench_intake.py [--n 200] [--payload-kb 8]
+    .venv/bin/python bench/bench_intake.py [--n 200] [--payload-kb 8] [--rounds 5]
+                                           [--backend sqlite|postgres|both]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -36,7 +41,8 @@ sys.path.insert(0, str(ROOT))
 
 from bot.app.server import make_app  # noqa: E402
 from bot.app.settings import Settings  # noqa: E402
-from bot.app.store.sqlite import SQLiteStore  # noqa: E402
+from bot.app.store import open_store  # noqa: E402
+from tests.pgserver import PostgresServer  # noqa: E402
 
 SECRET = "bench-secret"
 
@@ -57,7 +63,7 @@ def pct(values: list[float], p: int) -> float:
 # -- the server process -------------------------------------------------------------
 
 
-async def serve(port: int, data_dir: Path) -> None:
+async def serve(port: int, data_dir: Path, location: str) -> None:
     router = routing.Router()
 
     async def on_push(event: object, ctx: object) -> None:  # registered; no workers here
@@ -65,7 +71,7 @@ async def serve(port: int, data_dir: Path) -> None:
 
     router.add(on_push, "push")
     settings = Settings(webhook_secret=SECRET, token="bench", data_dir=data_dir)
-    store = SQLiteStore(settings.db_path)
+    store = open_store(location, schema="upgrade")
     app = make_app(settings, store, router)
     handler_ms: list[float] = []
 
@@ -100,8 +106,10 @@ async def serve(port: int, data_dir: Path) -> None:
 # -- the load generator -----------------------------------------------------------
 
 
-async def fire_all(url: str, n: int, payload_kb: int) -> int:
-    requests = [delivery(i, payload_kb * 1024) for i in range(n)]
+async def fire_all(url: str, n: int, payload_kb: int, first_id: int = 0
+                   ) -> dict[str, Any]:
+    """The burst from aiohttp (connections opened as it goes), duplicates, then 50 in turn."""
+    requests = [delivery(first_id + i, payload_kb * 1024) for i in range(n)]
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=n)) as session:
@@ -123,24 +131,15 @@ async def fire_all(url: str, n: int, payload_kb: int) -> int:
         # one at a time: the latency of a single delivery when the server is not busy
         single: list[float] = []
         for i in range(n, n + 50):
-            body, headers = delivery(i, payload_kb * 1024)
+            body, headers = delivery(first_id + i, payload_kb * 1024)
             started = time.perf_counter()
             async with session.post(url + "/webhook", data=body, headers=headers) as resp:
                 await resp.read()
                 statuses[resp.status] = statuses.get(resp.status, 0) + 1
             single.append((time.perf_counter() - started) * 1000)
-    print(f"deliveries:          {n} concurrent, {payload_kb} KiB payload each"
-          f" (+{n // 4} re-sent duplicates, +50 sequential)")
-    print(f"responses:           {dict(sorted(statuses.items()))}  (202 queued, 200 duplicate)")
-    print(f"client latency (ms): p50 {pct(first, 50):.1f}  p99 {pct(first, 99):.1f}"
-          f"  max {max(first):.1f}   <- burst queueing included")
-    print(f"server time (ms):    p50 {pct(server_ms, 50):.1f}  p99 {pct(server_ms, 99):.1f}"
-          f"  max {max(server_ms):.1f}   <- verify + parse + durable store")
-    print(f"one at a time (ms):  p50 {pct(single, 50):.1f}  p99 {pct(single, 99):.1f}"
-          f"  max {max(single):.1f}   <- 50 sequential deliveries, fsync each")
-    print(f"throughput:          {n / wall:.0f} deliveries/s"
-          f" (burst wall time {wall * 1000:.0f} ms)")
-    return statuses.get(202, 0)
+    return {"client_p50": pct(first, 50), "client_p99": pct(first, 99),
+            "server_p99": pct(server_ms, 99), "single_p50": pct(single, 50),
+            "single_p99": pct(single, 99), "throughput": n / wall, "statuses": statuses}
 
 
 async def fire_raw(port: int, n: int, payload_kb: int) -> tuple[list[float], dict[int, int]]:
@@ -189,42 +188,86 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def one_round(backend: str, location: str, tmp: Path, n: int, payload_kb: int
+              ) -> dict[str, Any]:
+    """A fresh server on a fresh store: the burst, the lean burst, then count what is stored."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(tmp),
+                               location], stdout=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert server.stdout is not None
+        if server.stdout.readline().strip() != b"ready":
+            raise SystemExit(f"{backend}: the server did not start")
+        figures = asyncio.run(fire_all(f"http://127.0.0.1:{port}", n, payload_kb))
+        raw, raw_status = asyncio.run(fire_raw(port, n, payload_kb))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+    store = open_store(location)
+    stored, jobs = store.count_deliveries(), store.job_counts()["queued"]
+    store.close()
+    accepted = figures["statuses"].get(202, 0) + raw_status.get(202, 0)
+    figures.update(lean_p50=pct(raw, 50), lean_p99=pct(raw, 99), stored=stored, jobs=jobs,
+                   accepted=accepted, lost=accepted - stored,
+                   ok=stored == jobs == accepted == 2 * n + 50)
+    return figures
+
+
+def spread(values: list[float]) -> str:
+    return (f"{statistics.median(values):6.1f}  [{min(values):.1f} – {max(values):.1f}]")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--payload-kb", type=int, default=8)
-    parser.add_argument("--serve", nargs=2, metavar=("PORT", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--serve", nargs=3, metavar=("PORT", "DIR", "STORE"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(int(args.serve[0]), Path(args.serve[1])))
+        asyncio.run(serve(int(args.serve[0]), Path(args.serve[1]), args.serve[2]))
         return 0
 
-    with tempfile.TemporaryDirectory(prefix="forksync-bench-") as tmp:
-        port = free_port()
-        server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), tmp],
-                                  stdout=subprocess.PIPE, env={**os.environ,
-                                                               "PYTHONPATH": str(ROOT)})
-        try:
-            assert server.stdout is not None
-            if server.stdout.readline().strip() != b"ready":
-                print("server did not start", file=sys.stderr)
-                return 1
-            accepted = asyncio.run(fire_all(f"http://127.0.0.1:{port}", args.n,
+    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+    print(f"{args.n} concurrent deliveries of {args.payload_kb} KiB (+{args.n // 4} re-sent "
+          f"duplicates, +50 one at a time, +{args.n} more from a lean client), "
+          f"{args.rounds} rounds; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
+          "CPUs")
+    ok = True
+    postgres = PostgresServer(durable=True).start() if "postgres" in backends else None
+    try:
+        for backend in backends:
+            rounds = []
+            for _ in range(args.rounds):
+                with tempfile.TemporaryDirectory(prefix="forksync-bench-") as tmp:
+                    location = (postgres.create_database() if backend == "postgres"
+                                and postgres else str(Path(tmp) / "forksync.sqlite3"))
+                    rounds.append(one_round(backend, location, Path(tmp), args.n,
                                             args.payload_kb))
-            raw, raw_status = asyncio.run(fire_raw(port, args.n, args.payload_kb))
-            accepted += raw_status.get(202, 0)
-            print(f"lean client (ms):    p50 {pct(raw, 50):.1f}  p99 {pct(raw, 99):.1f}"
-                  f"  max {max(raw):.1f}   <- {args.n} more at once on warm connections,"
-                  f" {raw_status}")
-        finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
-        store = SQLiteStore(Path(tmp) / "forksync.sqlite3")
-        stored, jobs = store.count_deliveries(), store.job_counts()["queued"]
-        store.close()
-    print(f"stored:              {stored} deliveries, {jobs} event jobs queued,"
-          f" {accepted} acknowledged; lost: {accepted - stored}")
-    return 0 if stored == jobs == accepted == 2 * args.n + 50 else 1
+                    if postgres and backend == "postgres":
+                        postgres.drop_database(location)
+            ok = ok and all(r["ok"] for r in rounds)
+            print(f"\n{backend}: median of {args.rounds} rounds [min – max], ms")
+            for key, label in (
+                    ("lean_p99", "p99, lean client on warm connections"),
+                    ("lean_p50", "p50, lean client"),
+                    ("client_p99", "p99, aiohttp client (its connection setup included)"),
+                    ("server_p99", "p99, server time per request (verify, parse, commit)"),
+                    ("single_p50", "p50, one delivery at a time (a commit each)")):
+                print(f"  {label:56s} {spread([r[key] for r in rounds])}")
+            print(f"  {'burst throughput, deliveries/s':56s} "
+                  f"{spread([r['throughput'] for r in rounds])}")
+            print(f"  stored {sum(r['stored'] for r in rounds)} deliveries with their jobs, "
+                  f"acknowledged {sum(r['accepted'] for r in rounds)}, lost "
+                  f"{sum(r['lost'] for r in rounds)}; responses {rounds[-1]['statuses']} "
+                  "(last round)")
+    finally:
+        if postgres is not None:
+            postgres.stop()
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import psycopg
 
-SERVER_OPTIONS = ("-c listen_addresses='' -c fsync=off -c synchronous_commit=off"
-                  " -c full_page_writes=off -c max_connections=300")
+SERVER_OPTIONS = "-c listen_addresses='' -c max_connections=300"
+# Tests: nothing has to survive a power cut. Benchmarks pass durable=True instead.
+FAST_OPTIONS = " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 
 
 def find_bindir() -> Path:
@@ -41,7 +42,8 @@ def find_bindir() -> Path:
 class PostgresServer:
     """``start()``, then ``create_database()`` per test; ``stop()`` removes everything."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable
         self.bindir = find_bindir()
         # Short and under /tmp: a Unix socket path must fit in ~100 bytes, and the
         # postgres user must be able to reach it (pytest's tmp dirs are root-only).
@@ -65,7 +67,8 @@ class PostgresServer:
                   "--username=postgres", "--encoding=UTF8", "--no-sync", "--no-instructions")
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-w", "-t", "60",
                   "-l", str(self.root / "server.log"),
-                  "-o", f"{SERVER_OPTIONS} -k {self.root}", "start")
+                  "-o", f"{SERVER_OPTIONS}{'' if self.durable else FAST_OPTIONS} "
+                        f"-k {self.root}", "start")
         return self
 
     def stop(self) -> None:

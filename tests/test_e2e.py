@@ -17,7 +17,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -82,12 +81,6 @@ UPSTREAM_CHANGE = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Bot:
     """The ``forksync serve`` process, configured like a deployment pointed at the simulator.
 
@@ -99,8 +92,7 @@ class Bot:
     def __init__(self, sim: Simulator, data_dir: Path, *, database_url: str | None = None,
                  role: str = "all", lease_seconds: float | None = LEASE_SECONDS) -> None:
         self.role = role
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = 0  # the kernel picks a free port at the first start; restarts reuse it
         self.log_path = data_dir / "serve.log"
         data_dir.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items()
@@ -109,8 +101,7 @@ class Bot:
             "FORKSYNC_APP_ID": str(sim.app_id), "FORKSYNC_PRIVATE_KEY": sim.private_key_pem,
             "FORKSYNC_WEBHOOK_SECRET": sim.webhook_secret, "FORKSYNC_API_URL": sim.base_url,
             "FORKSYNC_GIT_URL": sim.base_url, "FORKSYNC_DATA_DIR": str(data_dir),
-            "FORKSYNC_HOST": "127.0.0.1", "FORKSYNC_PORT": str(self.port),
-            "FORKSYNC_WORKERS": "2", "FORKSYNC_LOG_LEVEL": "INFO",
+            "FORKSYNC_HOST": "127.0.0.1", "FORKSYNC_WORKERS": "2", "FORKSYNC_LOG_LEVEL": "INFO",
             "FORKSYNC_POLL_INTERVAL": "0",  # no polls: the tests drive every sync
             "FORKSYNC_RETRY_BACKOFF_SECONDS": "0.5", "FORKSYNC_RETRY_BACKOFF_CAP_SECONDS": "2"})
         if lease_seconds is not None:  # None: the default lease, as deployed
@@ -121,7 +112,14 @@ class Bot:
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
     async def start(self) -> None:
+        # Port 0 rather than a port picked in advance: no other process can take it first.
+        self.env["FORKSYNC_PORT"] = str(self.port)
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
         self.proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve",
                                       "--role", self.role],
@@ -130,6 +128,16 @@ class Bot:
         log.close()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
+            if self.port == 0:
+                with open(self.log_path, "rb") as fh:
+                    fh.seek(offset)
+                    found = re.search(rb"forksync serving on 127\.0\.0\.1:(\d+)", fh.read())
+                if found is None:
+                    if self.proc.poll() is not None:
+                        break
+                    await asyncio.sleep(0.05)
+                    continue
+                self.port = int(found.group(1))
             try:
                 await self.health()
                 return

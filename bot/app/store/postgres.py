@@ -59,20 +59,22 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 # Group commit for intake: one statement stores a whole batch of deliveries and queues
 # an event job for each fresh one. Duplicates inside the batch keep their first copy.
+# Parameters go in binary (%b): a burst of 200 payloads of 8 KiB as hex-escaped text
+# costs three times as long to send and parse.
 RECORD_DELIVERIES = """
 WITH input AS (
     SELECT DISTINCT ON (delivery_id) *
-    FROM unnest(%s::text[], %s::text[], %s::bytea[], %s::text[], %s::text[])
+    FROM unnest(%b::text[], %b::text[], %b::bytea[], %b::text[], %b::text[])
          WITH ORDINALITY AS t(delivery_id, event, payload, job_key, job_payload, n)
     ORDER BY delivery_id, n
 ), fresh AS (
     INSERT INTO deliveries (delivery_id, event, payload, received_at)
-    SELECT delivery_id, event, payload, %s FROM input ORDER BY n
+    SELECT delivery_id, event, payload, %b FROM input ORDER BY n
     ON CONFLICT DO NOTHING
     RETURNING delivery_id
 ), queued AS (
     INSERT INTO jobs (kind, key, payload, dedup, run_at, created_at)
-    SELECT 'event', input.job_key, input.job_payload, 'delivery:' || input.delivery_id, %s, %s
+    SELECT 'event', input.job_key, input.job_payload, 'delivery:' || input.delivery_id, %b, %b
     FROM input JOIN fresh USING (delivery_id)
     WHERE input.job_key IS NOT NULL ORDER BY input.n
     ON CONFLICT DO NOTHING
