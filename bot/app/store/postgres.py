@@ -39,6 +39,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     (1, "deliveries, jobs, state; one running job per repository", (
         "CREATE TABLE deliveries (delivery_id TEXT PRIMARY KEY, event TEXT NOT NULL,"
         " payload BYTEA NOT NULL, received_at DOUBLE PRECISION NOT NULL)",
+        # Out of line, uncompressed: compressing JSON payloads (pglz) made a burst of
+        # 200 deliveries of 9 KB commit 2-3 times slower, in the request's path.
+        "ALTER TABLE deliveries ALTER COLUMN payload SET STORAGE EXTERNAL",
         "CREATE TABLE jobs (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
         " kind TEXT NOT NULL, key TEXT NOT NULL, payload TEXT NOT NULL, dedup TEXT UNIQUE,"
         " state TEXT NOT NULL DEFAULT 'queued'"
