@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 SERVER_OPTIONS = "-c listen_addresses='' -c max_connections=300"
 # Tests: nothing has to survive a power cut. Benchmarks pass durable=True instead.
@@ -87,6 +88,6 @@ class PostgresServer:
         return self.url(name)
 
     def drop_database(self, url: str) -> None:
-        name = url.split("/")[-1].split("?")[0]
+        name = conninfo_to_dict(url)["dbname"]
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

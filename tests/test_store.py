@@ -8,6 +8,7 @@ on a real PostgreSQL server that the test session starts itself (``tests/pgserve
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -309,6 +310,23 @@ def test_postgres_is_never_migrated_implicitly(postgres_server: PostgresServer) 
         store.close()
     finally:
         postgres_server.drop_database(url)
+
+
+def test_a_lost_postgres_server_is_a_one_line_store_error(
+        postgres_server: PostgresServer) -> None:
+    from bot.app.store import StoreError, open_store
+
+    url = postgres_server.create_database()
+    store = open_store(url, schema="upgrade", wait_seconds=1.0)
+    assert store.job_counts()[QUEUED] == 0
+    postgres_server.drop_database(url)  # WITH (FORCE): every connection is cut
+    with pytest.raises(StoreError) as lost:
+        store.job_counts()
+    # Whether the pool still held a connection or had to make one: one line, no password.
+    message = str(lost.value)
+    assert re.fullmatch(r"(the PostgreSQL database t\S+ on \S+ failed: .+|no connection to "
+                        r"the PostgreSQL database t\S+ on \S+ within 1 s)", message), message
+    store.close()
 
 
 def test_a_sqlite_file_from_before_numbered_migrations_is_upgraded_in_place(

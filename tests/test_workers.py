@@ -7,6 +7,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,8 @@ from gidgethub import RateLimitExceeded, sansio
 
 from bot.app.context import Metrics, default_metrics
 from bot.app.server import queue_gauges
-from bot.app.store import DONE, QUEUED, Job, Store
+from bot.app.store import DONE, QUEUED, Job, Store, StoreError
+from bot.app.store.sqlite import SQLiteStore
 from bot.app.workers import WorkerPool, _retry_at
 
 
@@ -151,3 +153,39 @@ def test_collectors_add_gauges_and_a_failing_one_is_left_out() -> None:
     text = metrics.render(metrics.collect())
     assert "# TYPE forksync_cache_bytes gauge" in text
     assert "forksync_cache_bytes 1234" in text
+
+
+async def test_a_store_outage_as_a_job_ends_leaves_the_worker_running(tmp_path: Path) -> None:
+    class Outage(SQLiteStore):
+        """Refuses the first outcome of a job, whatever it is: the database went away."""
+
+        down = 2
+
+        def _gone(self) -> None:
+            if self.down:
+                self.down -= 1
+                raise StoreError("the database is down")
+
+        def complete(self, *args: Any, **kwargs: Any) -> bool:
+            self._gone()
+            return super().complete(*args, **kwargs)
+
+        def fail(self, *args: Any, **kwargs: Any) -> str | None:
+            self._gone()
+            return super().fail(*args, **kwargs)
+
+    store = Outage(tmp_path / "db.sqlite3", lease_seconds=0.5)
+    attempts: list[int] = []
+
+    async def work(job: Job) -> None:
+        attempts.append(job.attempts)
+
+    store.enqueue("sync", "o/a", {})
+    pool = WorkerPool(store, work, 1, idle_wait=0.05)
+    await pool.start()
+    try:  # the same worker takes the job again once the lease of the lost outcome runs out
+        await wait_until(lambda: store.job_counts()[DONE] == 1)
+    finally:
+        await pool.stop()
+    store.close()
+    assert attempts == [1, 2]

@@ -36,7 +36,7 @@ from gidgethub import ValidationFailure, routing, sansio
 
 from bot.app.context import JobHandler, Metrics, Platform, default_metrics
 from bot.app.settings import Settings, SettingsError
-from bot.app.store import JOB_STATES, Store, store_for
+from bot.app.store import JOB_STATES, Store, StoreError, store_for
 from bot.app.workers import Dispatcher, WorkerPool, make_dispatcher
 from bot.errors import ForksyncError
 
@@ -191,6 +191,10 @@ async def webhook(request: web.Request) -> web.Response:
 
     try:
         stored = await app[WRITER_KEY].record(delivery_id, event_name, payload, job_key(data))
+    except StoreError as exc:  # the database is down: one line, not a trace per request
+        log.error("cannot store delivery %s: %s", delivery_id, exc)
+        metrics.inc("forksync_deliveries_rejected_total", reason="storage")
+        return web.json_response({"error": "storage unavailable, redeliver later"}, status=503)
     except Exception:
         log.exception("cannot store delivery %s", delivery_id)
         metrics.inc("forksync_deliveries_rejected_total", reason="storage")

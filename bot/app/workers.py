@@ -25,7 +25,7 @@ from typing import Any
 from gidgethub import RateLimitExceeded, routing, sansio
 
 from bot.app.context import JobHandler, Metrics, Platform, default_metrics
-from bot.app.store import Job, Store
+from bot.app.store import Job, Store, StoreError
 from bot.engine.git import mask_secrets
 from bot.errors import ConfigError, ForksyncError, WindowError
 from bot.github.client import parse_retry_after
@@ -106,6 +106,9 @@ class WorkerPool:
         while not self._stopping.is_set():
             try:
                 job = await asyncio.to_thread(self.store.claim, worker_id)
+            except StoreError as exc:  # the database is down: say so once a poll, no trace
+                log.warning("worker %s: cannot claim a job: %s", worker_id, exc)
+                job = None
             except Exception:
                 log.exception("worker %s: cannot claim a job", worker_id)
                 job = None
@@ -114,7 +117,15 @@ class WorkerPool:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waker.wait(), self.idle_wait)
                 continue
-            await self.run_job(job, worker_id)
+            try:
+                await self.run_job(job, worker_id)
+            except StoreError as exc:
+                # Not even the outcome could be written: the lease runs out and the job
+                # runs again. The worker itself carries on.
+                log.warning("worker %s: job %d: cannot record its outcome: %s", worker_id,
+                            job.id, exc)
+            except Exception:
+                log.exception("worker %s: job %d: cannot record its outcome", worker_id, job.id)
 
     async def run_job(self, job: Job, worker_id: str) -> None:
         """Run one claimed job to an outcome: done, retry later, dead, or handed back.
@@ -191,6 +202,8 @@ class WorkerPool:
                     done_jobs_before=now - DONE_JOB_RETENTION)
                 if deliveries or jobs:
                     log.info("pruned %d old deliveries and %d done jobs", deliveries, jobs)
+            except StoreError as exc:
+                log.warning("maintenance: cannot prune the store: %s", exc)
             except Exception:
                 log.exception("maintenance: cannot prune the store")
             with contextlib.suppress(TimeoutError):
@@ -203,6 +216,8 @@ class WorkerPool:
                 if n:
                     log.info("scheduled %d poll job(s)", n)
                     self.wake()
+            except StoreError as exc:
+                log.warning("scheduler: cannot queue poll jobs: %s", exc)
             except Exception:
                 log.exception("scheduler: cannot queue poll jobs")
             with contextlib.suppress(TimeoutError):
@@ -234,6 +249,9 @@ class _Heartbeat:
         while not self._stopped.wait(period):
             try:
                 alive = self._store.heartbeat(self._job.id, self._worker_id)
+            except StoreError as exc:
+                log.warning("job %d: cannot renew its lease: %s", self._job.id, exc)
+                continue
             except Exception:
                 log.exception("job %d: cannot renew its lease", self._job.id)
                 continue

@@ -123,9 +123,12 @@ class PostgresStore(SqlStore):
     migrations = MIGRATIONS
 
     def __init__(self, url: str, *, schema: SchemaMode = "check", pool_size: int = 10,
-                 **options: Any) -> None:
+                 wait_seconds: float = 5.0, **options: Any) -> None:
+        """``wait_seconds``: how long a caller waits for a connection before a ``StoreError``
+        (short enough that intake answers 503 before GitHub's 10 s delivery timeout)."""
         super().__init__(**options)
         self.url = url
+        self.wait_seconds = wait_seconds
         self.where = describe(url)
         self._listeners: list[Callable[[], None]] = []
         try:
@@ -135,7 +138,7 @@ class PostgresStore(SqlStore):
             raise StoreError(f"FORKSYNC_DATABASE_URL: cannot connect to the {self.where}: "
                              f"{_reason(exc)}") from None
         self._pool = ConnectionPool(
-            url, min_size=1, max_size=max(2, pool_size), timeout=CONNECT_TIMEOUT,
+            url, min_size=1, max_size=max(2, pool_size), timeout=wait_seconds,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
             check=ConnectionPool.check_connection, name="forksync", open=False)
         try:
@@ -152,7 +155,9 @@ class PostgresStore(SqlStore):
                 yield conn
         except PoolTimeout:
             raise StoreError(f"no connection to the {self.where} within "
-                             f"{CONNECT_TIMEOUT} s") from None
+                             f"{self.wait_seconds:g} s") from None
+        except psycopg.OperationalError as exc:  # the server went away, or restarts
+            raise StoreError(f"the {self.where} failed: {_reason(exc)}") from None
 
     @contextmanager
     def _tx(self) -> Iterator[_Db]:
