@@ -214,8 +214,10 @@ def one_round(backend: str, location: str, tmp: Path, n: int, payload_kb: int
     return figures
 
 
-def spread(values: list[float]) -> str:
-    return (f"{statistics.median(values):6.1f}  [{min(values):.1f} – {max(values):.1f}]")
+def spread(values: list[float], digits: int = 1) -> str:
+    """The median and the range: ``median  [min – max]``."""
+    return (f"{statistics.median(values):6.{digits}f}  [{min(values):.{digits}f} – "
+            f"{max(values):.{digits}f}]")
 
 
 def main() -> int:
@@ -238,17 +240,19 @@ def main() -> int:
           "CPUs")
     ok = True
     postgres = PostgresServer(durable=True).start() if "postgres" in backends else None
+    results: dict[str, list[dict[str, Any]]] = {backend: [] for backend in backends}
     try:
-        for backend in backends:
-            rounds = []
-            for _ in range(args.rounds):
+        # Rounds alternate between the backends, so that both meet the same machine load.
+        for _ in range(args.rounds):
+            for backend in backends:
                 with tempfile.TemporaryDirectory(prefix="forksync-bench-") as tmp:
                     location = (postgres.create_database() if backend == "postgres"
                                 and postgres else str(Path(tmp) / "forksync.sqlite3"))
-                    rounds.append(one_round(backend, location, Path(tmp), args.n,
-                                            args.payload_kb))
+                    results[backend].append(one_round(backend, location, Path(tmp), args.n,
+                                                      args.payload_kb))
                     if postgres and backend == "postgres":
                         postgres.drop_database(location)
+        for backend, rounds in results.items():
             ok = ok and all(r["ok"] for r in rounds)
             print(f"\n{backend}: median of {args.rounds} rounds [min – max], ms")
             for key, label in (
@@ -264,9 +268,14 @@ def main() -> int:
                   f"acknowledged {sum(r['accepted'] for r in rounds)}, lost "
                   f"{sum(r['lost'] for r in rounds)}; responses {rounds[-1]['statuses']} "
                   "(last round)")
+        if len(results) == 2:
+            ratios = [p["lean_p99"] / q["lean_p99"]
+                      for p, q in zip(results["postgres"], results["sqlite"], strict=True)]
+            print(f"\npostgres / sqlite, lean-client p99 of the same round: {spread(ratios, 2)}")
     finally:
         if postgres is not None:
             postgres.stop()
+        print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0 if ok else 1
 
 

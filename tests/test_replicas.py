@@ -29,7 +29,7 @@ from aiohttp import web
 from tests.factory import Scenario
 from tests.pgserver import PostgresServer
 from tests.sim import Simulator, github_sim
-from tests.test_e2e import FORK, UPSTREAM_CHANGE, Bot, World, build_scenario
+from tests.test_e2e import FORK, REPO_ROOT, UPSTREAM_CHANGE, Bot, World, build_scenario
 
 __all__ = ["github_sim"]
 
@@ -83,6 +83,31 @@ async def test_a_web_replica_takes_webhooks_and_a_worker_replica_does_the_work(
     finally:
         web_bot.stop()
         worker.stop()
+
+
+def test_compose_yaml_deploys_what_these_tests_run(postgres_server: PostgresServer) -> None:
+    """README's compose.yaml: the PostgreSQL the tests use, `db upgrade` first, two replicas."""
+    import psycopg
+    import yaml
+
+    compose = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())
+    services = compose["services"]
+    with psycopg.connect(postgres_server.url()) as conn:
+        major = conn.execute("SHOW server_version_num").fetchone()[0][:2]
+    assert services["db"]["image"] == f"postgres:{major}"
+    assert services["migrate"]["command"] == ["forksync", "db", "upgrade"]
+    replicas = [name for name, service in services.items()
+                if service.get("command") == ["forksync", "serve"]]
+    assert len(replicas) == 2
+    balancer = compose["configs"]["balancer"]["content"]
+    for name in replicas:
+        service = services[name]
+        assert service["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+        assert service["environment"]["FORKSYNC_DATABASE_URL"].startswith("postgresql://")
+        assert "FORKSYNC_JOB_LEASE_SECONDS" not in service["environment"]  # the default lease
+        assert f"server {name}:8080" in balancer
+    caches = {service["volumes"][0] for name, service in services.items() if name in replicas}
+    assert len(caches) == 2  # each replica its own git caches, as in the chaos test
 
 
 # -- the chaos test -----------------------------------------------------------------
