@@ -50,9 +50,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         " lease_owner TEXT, lease_expires DOUBLE PRECISION, last_error TEXT,"
         " created_at DOUBLE PRECISION NOT NULL, started_at DOUBLE PRECISION,"
         " finished_at DOUBLE PRECISION)",
-        "CREATE INDEX jobs_ready ON jobs (run_at, id) WHERE state = 'queued'",
+        # Claims walk the queued jobs in id order: without this, done jobs kept for a
+        # month (thousands of polls) would be walked too, tens of ms per claim.
+        "CREATE INDEX jobs_queued ON jobs (id) WHERE state = 'queued'",
+        "CREATE INDEX jobs_ready ON jobs (run_at) WHERE state = 'queued'",
         "CREATE INDEX jobs_key_queued ON jobs (key, id) WHERE state = 'queued'",
-        "CREATE INDEX jobs_leases ON jobs (lease_expires) WHERE state = 'running'",
+        "CREATE INDEX jobs_running ON jobs (id) WHERE state = 'running'",
         "CREATE INDEX jobs_state ON jobs (state, finished_at)",
         "CREATE UNIQUE INDEX jobs_one_running_per_key ON jobs (key) WHERE state = 'running'",
         "CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL,"

@@ -32,6 +32,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         " created_at REAL NOT NULL, started_at REAL, finished_at REAL)",
         "CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (state, run_at, id)",
         "CREATE INDEX IF NOT EXISTS jobs_key_state ON jobs (key, state)",
+        # Claims walk the queued and the running jobs in id order: without
+        # these, the done jobs kept for a month would be walked too (50 ms a claim at 200k).
+        "CREATE INDEX IF NOT EXISTS jobs_queued ON jobs (id) WHERE state = 'queued'",
+        "CREATE INDEX IF NOT EXISTS jobs_running ON jobs (id) WHERE state = 'running'",
         "CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
         " updated_at REAL NOT NULL)",
         # Older code let an expired job's key run again beside it; keep the oldest running.
