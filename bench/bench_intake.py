@@ -233,6 +233,8 @@ def main() -> int:
         asyncio.run(serve(int(args.serve[0]), Path(args.serve[1]), args.serve[2]))
         return 0
 
+    # SIGTERM (a timeout, Ctrl-C in a CI) still stops the server and the database.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
     print(f"{args.n} concurrent deliveries of {args.payload_kb} KiB (+{args.n // 4} re-sent "
           f"duplicates, +50 one at a time, +{args.n} more from a lean client), "
