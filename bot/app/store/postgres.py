@@ -233,19 +233,22 @@ class PostgresStore(SqlStore):
         stopping = threading.Event()
 
         def run() -> None:
+            pause = 1.0  # between reconnections, doubling up to 30 s while the server is away
             while not stopping.is_set():
                 try:
                     with psycopg.connect(self.url, autocommit=True,
                                          connect_timeout=CONNECT_TIMEOUT) as conn:
                         conn.execute(f"LISTEN {CHANNEL}")
+                        pause = 1.0
                         callback()  # anything queued while we were not listening
                         while not stopping.is_set():
                             for _ in conn.notifies(timeout=0.5, stop_after=1):
                                 callback()
                 except psycopg.Error as exc:
-                    log.warning("listening for new jobs on the %s: %s; retrying",
-                                self.where, _reason(exc))
-                    stopping.wait(1.0)
+                    log.warning("listening for new jobs on the %s: %s; again in %.0f s (the "
+                                "workers poll meanwhile)", self.where, _reason(exc), pause)
+                    stopping.wait(pause)
+                    pause = min(30.0, pause * 2)
 
         thread = threading.Thread(target=run, name="forksync-listen", daemon=True)
         thread.start()
