@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,6 +12,9 @@ import pytest
 
 from bot.app.store import DEAD, QUEUED, Store
 from bot.cli import main
+from tests.pgserver import PostgresServer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -92,3 +98,20 @@ def test_a_database_that_cannot_be_reached_is_one_line_on_stderr(
     assert err.startswith("forksync: error: FORKSYNC_DATABASE_URL: cannot connect to the "
                           "PostgreSQL database forksync on 127.0.0.1:9: ")
     assert "hunter2" not in err
+
+
+def test_serve_refuses_a_postgres_database_that_was_not_upgraded(
+        postgres_server: PostgresServer, tmp_path: Path) -> None:
+    url = postgres_server.create_database()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FORKSYNC_", "GITHUB_"))}
+        env.update(FORKSYNC_DATABASE_URL=url, FORKSYNC_TOKEN="t", FORKSYNC_WEBHOOK_SECRET="s",
+                   FORKSYNC_HOST="127.0.0.1", FORKSYNC_PORT="0",
+                   FORKSYNC_DATA_DIR=str(tmp_path))
+        proc = subprocess.run([sys.executable, "-m", "bot.cli", "serve"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        postgres_server.drop_database(url)
+    assert proc.returncode == 1
+    assert proc.stderr == ("forksync: error: the PostgreSQL database schema is at version 0, "
+                           "this forksync needs 1: run `forksync db upgrade`\n")
