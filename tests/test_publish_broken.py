@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from bot.app.server import WorkerPool
 from bot.app.store import Job
+from bot.app.workers import WorkerPool
 from bot.errors import MissingObject
 from bot.github import remote
 from bot.sync.jobs import SYNC, sync_job
