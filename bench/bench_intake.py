@@ -22,7 +22,6 @@ import hmac
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -63,7 +62,7 @@ def pct(values: list[float], p: int) -> float:
 # -- the server process -------------------------------------------------------------
 
 
-async def serve(port: int, data_dir: Path, location: str) -> None:
+async def serve(data_dir: Path, location: str) -> None:
     router = routing.Router()
 
     async def on_push(event: object, ctx: object) -> None:  # registered; no workers here
@@ -94,10 +93,12 @@ async def serve(port: int, data_dir: Path, location: str) -> None:
     await runner.setup()
     # The listen backlog must hold a burst: at the default 128, connections 129+ wait
     # for a SYN retransmit (1 s) and the p99 says "1100 ms" about the kernel, not us.
-    await web.TCPSite(runner, "127.0.0.1", port, backlog=1024).start()
+    # Port 0: the kernel picks a free one (a port chosen beforehand may be taken by then).
+    await web.TCPSite(runner, "127.0.0.1", 0, backlog=1024).start()
+    port = runner.addresses[0][1]
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    print("ready", flush=True)
+    print(f"ready {port}", flush=True)
     await stop.wait()
     await runner.cleanup()
     store.close()
@@ -182,23 +183,17 @@ async def _read_response(reader: asyncio.StreamReader) -> int:
     return status
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def one_round(backend: str, location: str, tmp: Path, n: int, payload_kb: int
               ) -> dict[str, Any]:
     """A fresh server on a fresh store: the burst, the lean burst, then count what is stored."""
-    port = free_port()
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(tmp),
-                               location], stdout=subprocess.PIPE,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(tmp), location],
+                              stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         assert server.stdout is not None
-        if server.stdout.readline().strip() != b"ready":
+        ready = server.stdout.readline().split()
+        if ready[:1] != [b"ready"]:
             raise SystemExit(f"{backend}: the server did not start")
+        port = int(ready[1])
         figures = asyncio.run(fire_all(f"http://127.0.0.1:{port}", n, payload_kb))
         raw, raw_status = asyncio.run(fire_raw(port, n, payload_kb))
     finally:
@@ -226,11 +221,10 @@ def main() -> int:
     parser.add_argument("--payload-kb", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
-    parser.add_argument("--serve", nargs=3, metavar=("PORT", "DIR", "STORE"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=2, metavar=("DIR", "STORE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(int(args.serve[0]), Path(args.serve[1]), args.serve[2]))
+        asyncio.run(serve(Path(args.serve[0]), args.serve[1]))
         return 0
 
     # SIGTERM (a timeout, Ctrl-C in a CI) still stops the server and the database.
