@@ -293,7 +293,8 @@ def open_store(location: str | Path, *, schema: SchemaMode | None = None,
             from bot.app.store.postgres import PostgresStore
         except ImportError as exc:
             raise StoreError(f"FORKSYNC_DATABASE_URL: PostgreSQL needs {exc.name or 'psycopg'}, "
-                             "which is not installed: pip install 'forksync[postgres]'") from None
+                             "a dependency of forksync that is not installed here: reinstall "
+                             "forksync") from None
         return PostgresStore(str(location), schema=schema or "check", **options)
     from bot.app.store.sqlite import SQLiteStore
 
