@@ -17,6 +17,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -81,6 +82,12 @@ UPSTREAM_CHANGE = {
 }
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class Bot:
     """The ``forksync serve`` process, configured like a deployment pointed at the simulator.
 
@@ -90,9 +97,13 @@ class Bot:
     """
 
     def __init__(self, sim: Simulator, data_dir: Path, *, database_url: str | None = None,
-                 role: str = "all", lease_seconds: float | None = LEASE_SECONDS) -> None:
+                 role: str = "all", lease_seconds: float | None = LEASE_SECONDS,
+                 port: int | None = None) -> None:
         self.role = role
-        self.port = 0  # the kernel picks a free port at the first start; restarts reuse it
+        # port=0: the kernel picks a free port at the first start (no other process can
+        # take it first) and restarts reuse it; None: one picked now, so that the URL is
+        # known before the bot runs (the App's registration names it).
+        self.port = free_port() if port is None else port
         self.log_path = data_dir / "serve.log"
         data_dir.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items()

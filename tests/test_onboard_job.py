@@ -11,7 +11,7 @@ import pytest
 
 from bot.app.context import JobContext, Platform
 from bot.app.settings import Settings
-from bot.app.store import Store
+from bot.app.store.sqlite import SQLiteStore
 from bot.sync.onboard import onboard, state_key
 from tests.factory import PLAIN_CONFIG, Scenario
 from tests.sim import Simulator, github_sim  # noqa: F401 - github_sim is a fixture
@@ -40,7 +40,7 @@ async def setting(github_sim: Simulator, tmp_path: Path) -> AsyncIterator[Settin
     settings = Settings(app_id=github_sim.app_id, private_key=github_sim.private_key_pem,
                         webhook_secret="s", api_url=github_sim.base_url,
                         git_url=github_sim.base_url, data_dir=tmp_path / "data")
-    store = Store(settings.db_path)
+    store = SQLiteStore(settings.db_path)
     async with aiohttp.ClientSession() as session:
         yield Setting(github_sim, s, Platform(settings, store, session).context())
     store.close()

@@ -53,8 +53,8 @@ async def test_a_web_replica_takes_webhooks_and_a_worker_replica_does_the_work(
     scenario = build_scenario(tmp_path / "repos")
     sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False)
     sim.create_repo("vime-org", "vime", scenario.fork_dir, install=False)
-    web_bot = Bot(sim, tmp_path / "web", database_url=database, role="web")
-    worker = Bot(sim, tmp_path / "worker", database_url=database, role="worker")
+    web_bot = Bot(sim, tmp_path / "web", database_url=database, role="web", port=0)
+    worker = Bot(sim, tmp_path / "worker", database_url=database, role="worker", port=0)
     web_bot.upgrade_db()
     await web_bot.start()
     await worker.start()
@@ -196,7 +196,7 @@ async def test_chaos_two_replicas_fifty_forks_one_killed_and_restarted(
     # The simulator counts content-creating requests per bot login, which lumps the 50
     # installations together; GitHub limits each installation, which the client paces.
     sim = Simulator(root=tmp_path / "sim", content_limits=None).start()
-    replicas = [Bot(sim, tmp_path / name, database_url=database, lease_seconds=None)
+    replicas = [Bot(sim, tmp_path / name, database_url=database, lease_seconds=None, port=0)
                 for name in ("replica-a", "replica-b")]
     a, b = replicas
     balancer = RoundRobin(replicas)
