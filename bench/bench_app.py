@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write requests the App sends to GitHub per sync PR and per push rescan.
+"""Write requests the App sends to GitHub per sync PR and per push rescan; sync throughput.
 
 ``forksync serve`` runs as its own process against the GitHub simulator, which counts
 every non-GET REST call (git traffic and token minting are not API writes). Targets:
@@ -15,7 +15,19 @@ Scenarios: the small e2e pair (3 conflict hunks); ``tests.factory.make_threads``
 items need every kind of thread (a one-click region, a region over two hunks, a whole
 file, a file-level comment on a binary, and files the PR does not change); and a
 synthetic window from ``tests.factory.make_large`` with more than 50 review items, so
-annotation batching shows up. Usage: ``.venv/bin/python bench/bench_app.py [--large-files 2000]``.
+annotation batching shows up.
+
+Throughput: syncs per minute with one replica and with two (two workers each), on
+SQLite (the replicas share the data directory: one machine) and on PostgreSQL (a
+server started for the run, fsync on). ``--forks`` forks of the small pair, each
+behind its upstream by one merged PR, get the App installed one after another
+(deliveries through a round-robin balancer), and a first sync each (fetch, plan,
+push, PR, review, check). The clock runs from the first installation to the last
+sync PR's check with the queue empty; runs alternate between configurations, each
+``--runs`` times (median and range).
+
+Usage: ``.venv/bin/python bench/bench_app.py [--large-files 2000] [--forks 30] [--runs 3]
+[--only writes|throughput]``.
 """
 
 from __future__ import annotations
@@ -24,7 +36,10 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import re
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,8 +52,10 @@ sys.path.insert(0, str(ROOT))
 
 from bot.engine.markers import find_marker_regions  # noqa: E402
 from tests.factory import make_large, make_threads  # noqa: E402
+from tests.pgserver import PostgresServer  # noqa: E402
 from tests.sim import Simulator  # noqa: E402
 from tests.test_e2e import FORK, UPSTREAM, Bot, World, build_scenario  # noqa: E402
+from tests.test_replicas import RoundRobin, chaos_scenario  # noqa: E402
 
 
 def plan_items(world: World) -> int:
@@ -132,28 +149,107 @@ def bare(path: Path, out: Path) -> Path:
     return out
 
 
-async def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--large-files", type=int, default=2000,
-                        help="files in the synthetic repository (default 2000)")
-    parser.add_argument("--window-files", type=int, default=400,
-                        help="files the synthetic window changes (default 400)")
-    args = parser.parse_args()
+# -- throughput ----------------------------------------------------------------------
+
+
+async def throughput_run(root: Path, upstream: Path, fork: Path, forks: int, replicas: int,
+                         workers: int, database_url: str | None) -> dict[str, Any]:
+    """One timed run: install the App on ``forks`` forks, wait until every sync PR is open."""
+    sim = Simulator(root=root / "sim", content_limits=None).start()
+    bots = [Bot(sim, root / f"replica-{i}", database_url=database_url, lease_seconds=None,
+                port=0) for i in range(replicas)]
+    balancer = RoundRobin(bots)
+    names = [f"org-{i:02d}/vime" for i in range(forks)]
+    try:
+        sim.create_repo("THUDM", "slime", upstream, install=False)
+        for name in names:
+            sim.create_repo(*name.split("/"), fork, install=False)
+        for bot in bots:
+            bot.env["FORKSYNC_WORKERS"] = str(workers)
+            if database_url is None:  # SQLite: one machine, one data directory
+                bot.env["FORKSYNC_DATA_DIR"] = str(root / "shared")
+        if database_url is not None:
+            bots[0].upgrade_db()
+        await asyncio.gather(*(bot.start() for bot in bots))
+        await balancer.start()
+        sim.bot_url = balancer.url
+        started = time.monotonic()
+        for name in names:
+            await sim.install(name.split("/")[0])
+        while True:
+            await sim.wait_deliveries()
+            jobs = (await bots[0].health())["jobs"]
+            done = sum(1 for name in names if sim.check_runs(name))
+            if done == forks and jobs["queued"] == 0 and jobs["running"] == 0:
+                break
+            if time.monotonic() - started > 900:
+                raise RuntimeError(f"not done after 900 s: {done}/{forks}, {jobs}")
+            await asyncio.sleep(0.05)
+        seconds = time.monotonic() - started
+        problems = sim.violations + sim.unimplemented + sim.internal_errors
+        if problems or jobs["dead"] or any(len(sim.prs(name)) != 1 for name in names):
+            raise RuntimeError(f"a run went wrong: {problems[:3]}, {jobs}")
+        return {"seconds": seconds, "per_minute": forks / seconds * 60}
+    finally:
+        for bot in bots:
+            bot.stop()
+        sim.stop()
+        await balancer.stop()
+
+
+async def throughput(root: Path, forks: int, runs: int) -> list[str]:
+    scenario = chaos_scenario(root / "repos")
+    upstream, fork = bare(scenario.upstream_dir, root / "upstream.git"), \
+        bare(scenario.fork_dir, root / "fork.git")
+    postgres = PostgresServer(durable=True).start()
+    lines = [f"throughput: {forks} first syncs of the small pair per run, {runs} runs each; "
+             f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"]
+    configurations = (("sqlite", 1, 2), ("sqlite", 2, 2), ("postgres", 1, 2),
+                      ("postgres", 2, 2), ("postgres", 1, 4))
+    figures: dict[tuple[str, int, int], list[dict[str, Any]]] = {c: [] for c in configurations}
+    try:
+        # Runs alternate between the configurations, so that all meet the same machine load.
+        for n in range(runs):
+            for backend, replicas, workers in configurations:
+                url = postgres.create_database() if backend == "postgres" else None
+                try:
+                    figures[(backend, replicas, workers)].append(await throughput_run(
+                        root / f"{backend}-{replicas}x{workers}-{n}", upstream, fork, forks,
+                        replicas, workers, url))
+                finally:
+                    if url is not None:
+                        postgres.drop_database(url)
+    finally:
+        postgres.stop()
+    medians: dict[tuple[str, int, int], float] = {}
+    for (backend, replicas, workers), results in figures.items():
+        rates = [f["per_minute"] for f in results]
+        medians[(backend, replicas, workers)] = statistics.median(rates)
+        lines.append(f"  {backend:8s} {replicas} replica{'s' if replicas > 1 else ' '} × "
+                     f"{workers} workers: {statistics.median(rates):6.1f} syncs/min  "
+                     f"[{min(rates):.1f} – {max(rates):.1f}]  (median "
+                     f"{statistics.median(f['seconds'] for f in results):.1f} s a run)")
+    for backend in ("sqlite", "postgres"):
+        lines.append(f"  {backend}: 2 replicas / 1 replica = "
+                     f"{medians[(backend, 2, 2)] / medians[(backend, 1, 2)]:.2f}")
+    lines.append(f"  load average at the end: {os.getloadavg()[0]:.1f}")
+    return lines
+
+
+async def writes(root: Path, large_files: int, window_files: int) -> bool:
     results = []
-    with tempfile.TemporaryDirectory(prefix="forksync-bench-app-") as tmp:
-        root = Path(tmp)
-        small = build_scenario(root / "small-repos")
-        results.append(await run_scenario("small (e2e pair)", root / "small",
-                                          small.upstream_dir, small.fork_dir, merge=True))
-        threads = make_threads(root / "threads-repos")
-        results.append(await run_scenario("threads (every kind of place)", root / "threads",
-                                          threads.upstream_dir, threads.fork_dir,
-                                          merge=False, rescans=1))
-        large = make_large(root / "large-repos", args.large_files,
-                           window_files=args.window_files, window_prs=48, fork_share=0.5)
-        results.append(await run_scenario(
-            f"large ({args.large_files} files, {args.window_files}-file window)",
-            root / "large", large.upstream, large.fork, merge=False))
+    small = build_scenario(root / "small-repos")
+    results.append(await run_scenario("small (e2e pair)", root / "small",
+                                      small.upstream_dir, small.fork_dir, merge=True))
+    threads = make_threads(root / "threads-repos")
+    results.append(await run_scenario("threads (every kind of place)", root / "threads",
+                                      threads.upstream_dir, threads.fork_dir,
+                                      merge=False, rescans=1))
+    large = make_large(root / "large-repos", large_files,
+                       window_files=window_files, window_prs=48, fork_share=0.5)
+    results.append(await run_scenario(
+        f"large ({large_files} files, {window_files}-file window)",
+        root / "large", large.upstream, large.fork, merge=False))
     ok = True
     for r in results:
         sync_ok = r["sync_writes"] <= r["budget"]
@@ -174,6 +270,30 @@ async def main() -> int:
         if r["problems"]:
             print("  simulator problems: " + "; ".join(r["problems"][:5]))
     print(f"upstream {UPSTREAM} → fork {FORK}: {'all within budget' if ok else 'OVER BUDGET'}")
+    return ok
+
+
+async def main() -> int:
+    # SIGTERM (a timeout, Ctrl-C in a CI) still stops the replicas and the database.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--large-files", type=int, default=2000,
+                        help="files in the synthetic repository (default 2000)")
+    parser.add_argument("--window-files", type=int, default=400,
+                        help="files the synthetic window changes (default 400)")
+    parser.add_argument("--forks", type=int, default=30,
+                        help="forks synced per throughput run (default 30)")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="throughput runs per configuration (default 3)")
+    parser.add_argument("--only", choices=("writes", "throughput"))
+    args = parser.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="forksync-bench-app-") as tmp:
+        root = Path(tmp)
+        if args.only != "throughput":
+            ok = await writes(root / "writes", args.large_files, args.window_files)
+        if args.only != "writes":
+            print("\n".join(await throughput(root / "throughput", args.forks, args.runs)))
     return 0 if ok else 1
 
 
