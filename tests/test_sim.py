@@ -195,6 +195,47 @@ async def test_git_push_needs_a_token_with_write_access(sim: Simulator, work: Pa
     assert sim.deliveries[0].payload["sender"]["login"] == "alice"
 
 
+async def test_an_apps_push_that_touches_a_workflow_file_is_refused_as_on_github(
+        sim: Simulator, work: Path) -> None:
+    # A new branch whose commit creates a workflow file: refused, with GitHub's words.
+    git(work, "checkout", "-q", "-b", "ci", "main")
+    (work / ".github" / "workflows").mkdir(parents=True)
+    (work / ".github" / "workflows" / "ci.yml").write_text("on: push\n")
+    git(work, "add", ".")
+    git(work, "commit", "-qm", "add CI")
+    refused = await asyncio.to_thread(push, sim, work, "ci", sim.issue_token(REPO))
+    assert refused.returncode != 0
+    assert ("! [remote rejected] ci -> ci (refusing to allow a GitHub App to create or update "
+            "workflow `.github/workflows/ci.yml` without `workflows` permission)"
+            in refused.stderr), refused.stderr
+    assert sim.ref(REPO, "ci") is None
+    # A later commit that leaves the workflow alone does not help: its parent is new too.
+    (work / "f.txt").write_text("changed\n")
+    git(work, "commit", "-qam", "other")
+    assert (await asyncio.to_thread(push, sim, work, "ci", sim.issue_token(REPO))).returncode
+
+    # A branch with no workflow change goes through; so does a person's own push.
+    change_line(work, "plain", {3: "three"})
+    assert (await asyncio.to_thread(push, sim, work, "plain", sim.issue_token(REPO))
+            ).returncode == 0
+    sim.add_collaborator(REPO, "alice", "write")
+    ok = await asyncio.to_thread(push, sim, work, "ci", sim.user_token("alice"))
+    assert ok.returncode == 0, ok.stderr
+
+    # Now that the workflow commits exist in the repository, a merge of them into main
+    # still changes main's workflow files (against its first parent): refused.
+    git(work, "checkout", "-q", "main")
+    git(work, "merge", "-q", "--no-ff", "-m", "merge ci", "ci")
+    merged = await asyncio.to_thread(push, sim, work, "main", sim.issue_token(REPO))
+    assert "without `workflows` permission" in merged.stderr, merged.stderr
+
+    # With the Workflows permission granted to the installation, the same push goes through.
+    await sim.install(OWNER, permissions={"workflows": "write"})
+    ok = await asyncio.to_thread(push, sim, work, "main", sim.issue_token(REPO))
+    assert ok.returncode == 0, ok.stderr
+    assert sim.ref(REPO, "main") == git(work, "rev-parse", "main").stdout.strip()
+
+
 async def test_git_token_in_extra_header_and_private_reads(
         github_sim: Simulator, work: Path, tmp_path: Path) -> None:
     github_sim.create_repo("acme", "secret", work, private=True)

@@ -67,7 +67,8 @@ async def run(git_dir: Path, *args: str, input: bytes | None = None,
     return code, out
 
 
-def init_bare(git_dir: Path, *, default_branch: str, from_path: Path | None) -> None:
+def init_bare(git_dir: Path, *, default_branch: str, from_path: Path | None,
+              config: Sequence[tuple[str, str]] = ()) -> None:
     """Create a bare repository, optionally with every branch and tag of ``from_path``."""
     git_dir.parent.mkdir(parents=True, exist_ok=True)
     if from_path is None:
@@ -81,6 +82,8 @@ def init_bare(git_dir: Path, *, default_branch: str, from_path: Path | None) -> 
         run_sync(git_dir, "remote", "remove", "origin", ok=(0, 2))
     run_sync(git_dir, "config", "http.receivepack", "true")
     run_sync(git_dir, "config", "uploadpack.allowAnySHA1InWant", "true")
+    for key, value in config:
+        run_sync(git_dir, "config", key, value)
 
 
 async def refs(git_dir: Path) -> dict[str, str]:
@@ -243,9 +246,14 @@ _HTTP_BACKEND_ENV_HEADERS = {"Git-Protocol": "GIT_PROTOCOL",
 
 
 async def http_backend(request: web.Request, project_root: Path, path_info: str,
-                       remote_user: str | None) -> web.StreamResponse:
-    """Run ``git http-backend`` as a CGI for one request, streaming both bodies."""
+                       remote_user: str | None, extra_env: Mapping[str, str] | None = None
+                       ) -> web.StreamResponse:
+    """Run ``git http-backend`` as a CGI for one request, streaming both bodies.
+
+    ``extra_env`` reaches receive-pack's hooks (what the pusher may do).
+    """
     env = git_env({
+        **(extra_env or {}),
         "GIT_PROJECT_ROOT": str(project_root),
         "GIT_HTTP_EXPORT_ALL": "1",
         "PATH_INFO": path_info,

@@ -31,7 +31,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from . import gitrepo
+from . import gitrepo, workflows
 from .api import Api, ApiError, Call
 from .apps import NEW_APP_PAGE, AppRegistry
 from .events import Events
@@ -105,6 +105,7 @@ class Simulator:
         self.root = root
         self.repos_root = root / "repos"
         self.repos_root.mkdir(parents=True, exist_ok=True)
+        self.hooks_dir = workflows.install_hook(root / "hooks")
         self.state = State()
         self.bot_user = self.state.user("forksync-sim[bot]", "Bot")
         self.app_owner = self.state.user("forksync-dev", "Organization")
@@ -461,6 +462,7 @@ class Simulator:
         challenge = {"WWW-Authenticate": 'Basic realm="GitHub"'}
         credential = _git_credential(request.headers.get("Authorization", ""))
         user: User | None = None
+        token: Token | None = None
         if credential is not None:
             token = self.state.tokens.get(credential)
             if token is None or token.expires_at < now():
@@ -480,10 +482,11 @@ class Simulator:
         if not (request.method == "POST" and rest == "/git-receive-pack"):
             return await gitrepo.http_backend(request, self.repos_root, path_info,
                                               user.login if user else None)
-        assert user is not None
+        assert user is not None and token is not None
         # git hangs up as soon as it has read the answer, which cancels this handler; the
         # ref snapshot and the webhooks after the push must happen regardless.
-        task = asyncio.ensure_future(self._receive_pack(request, repo, path_info, user, record))
+        task = asyncio.ensure_future(self._receive_pack(request, repo, path_info, user, record,
+                                                        self._workflows_permission(token)))
         self._track(task)
         return await asyncio.shield(task)
 
@@ -492,17 +495,26 @@ class Simulator:
         task.add_done_callback(self._in_flight.discard)
 
     async def _receive_pack(self, request: web.Request, repo: Repo, path_info: str,
-                            user: User, record: RequestRecord) -> web.StreamResponse:
+                            user: User, record: RequestRecord,
+                            workflows_permission: str) -> web.StreamResponse:
         async with self._repo_lock(repo.full_name):
             before = await gitrepo.refs(repo.git_dir)
             try:
-                response = await gitrepo.http_backend(request, self.repos_root, path_info,
-                                                      user.login)
+                response = await gitrepo.http_backend(
+                    request, self.repos_root, path_info, user.login,
+                    {workflows.ENV_PERMISSION: workflows_permission})
                 record.status = response.status
                 return response
             finally:
                 after = await gitrepo.refs(repo.git_dir)
                 await self.events.ref_changes(repo, before, after, user)
+
+    def _workflows_permission(self, token: Token) -> str:
+        """What a push with ``token`` may do to workflow files (see ``tests/sim/workflows``)."""
+        if token.kind != "installation":
+            return "write"  # people's tokens carry no modelled scopes
+        inst = self.state.installations.get(token.installation_id or -1)
+        return (inst.permissions.get("workflows", "none") if inst is not None else "none")
 
     def _git_permission(self, token: Token, repo: Repo) -> str:
         if token.kind == "installation":
@@ -668,7 +680,8 @@ class Simulator:
             raise ValueError(f"no repository {fork_of} to fork")
         git_dir = self.repos_root / owner / f"{name}.git"
         gitrepo.init_bare(git_dir, default_branch=default_branch,
-                          from_path=Path(from_path) if from_path else None)
+                          from_path=Path(from_path) if from_path else None,
+                          config=workflows.guard_config(self.hooks_dir))
         self.state.repos[full_name] = Repo(self.state.user(owner), name, self.state.next_id(),
                                            git_dir, private=private,
                                            default_branch=default_branch, parent=fork_of)
@@ -786,10 +799,15 @@ class Simulator:
         return self.deliveries
 
     async def install(self, owner: str, repositories: list[str] | None = None, *,
-                      sender: str | None = None) -> int:
-        """Install the App on an account (all repos, or the listed ``owner/name``s)."""
+                      sender: str | None = None,
+                      permissions: Mapping[str, str] | None = None) -> int:
+        """Install the App on an account (all repos, or the listed ``owner/name``s).
+
+        ``permissions`` are granted on top of the defaults (``{"workflows": "write"}``).
+        """
         async def go() -> int:
             inst = self._new_installation(owner, repositories)
+            inst.permissions.update(permissions or {})
             await self.events.installation_created(inst, self.state.user(sender or owner))
             return inst.id
         return await self._on_loop(go())
