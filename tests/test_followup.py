@@ -93,7 +93,13 @@ def test_markers_people_leave_or_paste_keep_the_check_failing() -> None:
     head = apply_suggestion(apply_suggestion(COMMIT1, Q2), Q1) + stray
     result = scan(plan_for(Q1, Q2), {"f.py": COMMIT1}, {"f.py": head}, answers={})
     assert result.resolved == ["Q1", "Q2"]
-    assert [(r.item_id, r.marker) for r in result.remaining] == [(None, True)]
+    # Another tool's labels: a question the check asks (it may be content), not a pass.
+    assert [(r.item_id, r.marker, r.orphan) for r in result.remaining] == [("M1", False, True)]
+    # The bot's own labels pasted back are surely a leftover.
+    stray = "z\n<<<<<<< ours\nmine\n=======\nyours\n>>>>>>> theirs\n"
+    head = apply_suggestion(apply_suggestion(COMMIT1, Q2), Q1) + stray
+    result = scan(plan_for(Q1, Q2), {"f.py": COMMIT1}, {"f.py": head}, answers={})
+    assert [(r.item_id, r.marker, r.orphan) for r in result.remaining] == [(None, True, False)]
 
 
 def test_a_file_merged_at_a_larger_marker_size_is_scanned_at_that_size() -> None:
@@ -132,7 +138,12 @@ def test_decisions_without_a_region_need_an_answer_or_a_change() -> None:
     plan = plan_for(flag, whole, settled)
     open_ = scan(plan, {"f.py": "c\n"}, {"f.py": "c\n"}, answers={})
     assert [(r.item_id, r.marker) for r in open_.remaining] == [("Q3", False), ("Q4", False)]
-    done = scan(plan, {"f.py": "c\n"}, {"f.py": "changed\n"}, answers={"Q3": "keep"})
+    # A whole-file item does not tick because the file changed (issue 11): it needs one of
+    # its answers; with no tree entries to compare, only an answer closes it.
+    edited = scan(plan, {"f.py": "c\n"}, {"f.py": "changed\n"}, answers={"Q3": "keep"})
+    assert edited.resolved == ["Q3"] and [r.item_id for r in edited.remaining] == ["Q4"]
+    done = scan(plan, {"f.py": "c\n"}, {"f.py": "changed\n"},
+                answers={"Q3": "keep", "Q4": "ours"})
     assert done.resolved == ["Q3", "Q4"] and done.remaining == []
 
 

@@ -285,8 +285,9 @@ class Classifier:
         if not regions:
             r.binary = entry is not None and text is None and entry.mode != MODE_GITLINK
             sentences = [sentence for _, sentence in self._described({r.path})]
-            sides = {"ours": _entry_json(self._entry(self.ours, r.path)),
-                     "theirs": _entry_json(self._entry(self.theirs, r.path))}
+            entries = {"ours": self._entry(self.ours, r.path),
+                       "theirs": self._entry(self.theirs, r.path)}
+            sides = {side: _entry_json(e) for side, e in entries.items()}
             deleted = [side for side, entry_ in sides.items() if entry_ is None]
             kinds = {m.kind for m in self.o.messages if r.path in m.paths}
             if len(deleted) == 1 and any("delete" in kind for kind in kinds):
@@ -294,14 +295,13 @@ class Classifier:
                 return [ReviewItem(
                     id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
                     tier=prop.tier, reason=" ".join([*sentences, prop.reason]),
-                    question=prop.question,
-                    choices=list(prop.choices), sides=sides, rule=prop.rule)]
+                    question=f"{prop.question} {whole_file_choices(entries, entry)}",
+                    choices=[*prop.choices, "confirm"], sides=sides, rule=prop.rule)]
             return [ReviewItem(
                 id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
                 tier=Tier.DECIDE, reason=" ".join(sentences) or "git could not merge this file.",
-                question="git could not merge this file line by line. Keep ours, take "
-                         "upstream's (theirs), or fix it by hand?",
-                choices=["ours", "theirs"], sides=sides,
+                question=whole_file_question(entries, entry),
+                choices=["ours", "theirs", "confirm"], sides=sides,
             )]
         items = []
         # No stage 1 in git's index entries: neither side had the file at base (add/add).
@@ -466,6 +466,30 @@ class Classifier:
         if self._tip_tree_oid is None:
             self._tip_tree_oid = commit_tree_oid(self.cat, self.tip)
         return self._tip_tree_oid
+
+
+def whole_file_choices(sides: dict[str, Entry | None], merged: Entry | None) -> str:
+    """What each choice of a whole-file item means, and what commit 1 holds."""
+    def meaning(side: str, entry: Entry | None) -> str:
+        who = "the fork" if side == "ours" else "upstream"
+        if entry is None:
+            return f"{who} deleted this file"
+        if entry.mode == MODE_SYMLINK:
+            return f"{who}'s symlink"
+        if entry.mode == MODE_GITLINK:
+            return f"{who}'s submodule commit"
+        return f"{who}'s version" if side == "theirs" else "the fork's version"
+
+    held = next((meaning(side, e) for side, e in sides.items() if e == merged), None)
+    holds = "no file" if merged is None else held or "a version of neither side"
+    choices = "; ".join(f"{side}: {meaning(side, e)}" for side, e in sides.items())
+    return (f"Commit 1 holds {holds}. Choose {choices}; or confirm: the file as it is on the "
+            "branch when you answer. The item closes only when the file is what you chose.")
+
+
+def whole_file_question(sides: dict[str, Entry | None], merged: Entry | None) -> str:
+    """What a whole-file item with no proposal asks."""
+    return f"git could not merge this file line by line. {whole_file_choices(sides, merged)}"
 
 
 def _entry_json(entry: Entry | None) -> dict[str, str] | None:

@@ -1,8 +1,9 @@
 """The gate, as data: what keeps the ``forksync`` check failing, and what the check says.
 
-The check fails while a conflict-marker region, an open decision or translation residue
-remains (:class:`Remaining`); it never passes with one left. Publishing and the follow-up
-both render the check from here; :mod:`bot.github.checks` posts it.
+The check fails while a conflict-marker region, a marker line outside any complete region
+(an *orphan*), an open decision or translation residue remains (:class:`Remaining`); it
+never passes with one left, and it names each one's file and line. Publishing and the
+follow-up both render the check from here; :mod:`bot.github.checks` posts it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from bot.engine.report import CHECK_SUMMARY_LIMIT, render_check_output, warning_
 
 @dataclass(frozen=True)
 class Remaining:
-    """What keeps the check failing: a marker region, an open decision or translation residue."""
+    """What keeps the check failing: a marker region or line, an open decision, or residue.
+
+    An orphan marker line has ``orphan`` set: ``marker`` when it is surely a leftover of a
+    merge (its ``item_id`` is the item whose region it was part of, if known), or a
+    question ``M<n>`` (``marker`` False) where it may be content.
+    """
 
     path: str
     item_id: str | None  # None: a marker region the plan does not know, or residue
@@ -25,17 +31,25 @@ class Remaining:
     message: str = ""
     marker: bool = True
     residue: bool = False  # an upstream name left in a line people changed
+    orphan: bool = False  # a marker line outside any complete region, or a question on one
+    texts: tuple[str, ...] = ()  # the marker lines (what `/sync answer Mn content` keeps)
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "id": self.item_id, "start_line": self.start_line,
                 "end_line": self.end_line, "message": self.message, "marker": self.marker,
-                "residue": self.residue}
+                "residue": self.residue, "orphan": self.orphan, "texts": list(self.texts)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Remaining:
         return cls(d["path"], d.get("id"), d.get("start_line"), d.get("end_line"),
                    d.get("message", ""), bool(d.get("marker", True)),
-                   bool(d.get("residue", False)))
+                   bool(d.get("residue", False)), bool(d.get("orphan", False)),
+                   tuple(d.get("texts", ())))
+
+    @property
+    def region(self) -> bool:
+        """A whole conflict-marker region (not a stray line, a decision or residue)."""
+        return self.marker and not self.residue and not self.orphan
 
 
 def item_message(item: dict[str, Any]) -> str:
@@ -72,6 +86,10 @@ def check_annotations(remaining: Sequence[Remaining]) -> list[dict[str, Any]]:
             continue
         if r.residue:
             level, title = "failure", "translation residue"
+        elif r.orphan and r.marker:
+            level, title = "failure", "conflict marker line outside any complete region"
+        elif r.orphan:
+            level, title = "failure", f"{r.item_id}: a conflict marker, or content?"
         elif r.marker:
             level, title = "failure", f"{r.item_id or 'conflict'}: conflict markers remain"
         else:
@@ -91,23 +109,52 @@ def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
     """(conclusion, title, summary) of the ``forksync`` check."""
     markers: dict[str, int] = {}
     for r in remaining:
-        if r.marker and not r.residue:
+        if r.region:
             markers[r.path] = markers.get(r.path, 0) + 1
     items = {i["id"]: i for f in plan_json.get("files", []) for i in f.get("review_items", [])}
     decisions = [items[r.item_id] for r in remaining
-                 if not r.marker and r.item_id is not None and r.item_id in items]
-    title, summary = render_check_output(plan_json, markers, decisions)
+                 if not r.marker and not r.orphan and r.item_id is not None
+                 and r.item_id in items]
+    extra: list[str] = []  # what the title says beyond the regions and decisions
+    sections: list[str] = []
+    orphans = [r for r in remaining if r.orphan]
+    if orphans:
+        sure = sum(1 for r in orphans if r.marker)
+        unsure = len(orphans) - sure
+        if sure:
+            extra.append(f"{sure} conflict marker line{'s' if sure != 1 else ''} outside "
+                         "any region")
+        regions = sum(1 for r in orphans if not r.marker and r.start_line != r.end_line)
+        for n, what in ((unsure - regions, "line"), (regions, "region")):
+            if n:
+                extra.append(f"{n} marker-like {what}{'s' if n != 1 else ''} to confirm")
+        sections.append("**Marker lines outside any complete conflict region**\n\n" + "\n".join(
+            f"- `{r.path}` L{r.start_line}: {r.message}" for r in orphans))
     residue = [r for r in remaining if r.residue]
     if residue:
-        if not markers and not decisions:
-            title = f"Translation residue on {len(residue)} line(s)"
-            summary = (f"Sync of {plan_json['upstream']['repo']} "
-                       f"{plan_json.get('window_label', '')} is not finished.")
-        summary += "\n\n**Translation residue** (upstream names in lines people changed)\n\n"
-        summary += "\n".join(f"- `{r.path}` L{r.start_line}: {r.message}" for r in residue)
+        extra.append(f"translation residue on {len(residue)} line(s)")
+        sections.append("**Translation residue** (upstream names in lines people changed)\n\n"
+                        + "\n".join(f"- `{r.path}` L{r.start_line}: {r.message}"
+                                     for r in residue))
+    if markers or decisions or not extra:
+        title, summary = render_check_output(plan_json, markers, decisions)
+        title = ", ".join([title, *extra])
+    else:
+        title = extra[0][0].upper() + ", ".join(extra)[1:]
+        summary = (f"Sync of {plan_json['upstream']['repo']} "
+                   f"{plan_json.get('window_label', '')} is not finished.")
+    reasons = [(items[r.item_id], r.message) for r in remaining
+               if not r.marker and not r.orphan and r.item_id in items
+               and r.message != item_message(items[r.item_id])]
+    if reasons:
+        sections.append("**Why these are still open**\n\n" + "\n".join(
+            f"- **{item['id']}** `{item['path']}`: {message}" for item, message in reasons))
+    summary = "\n\n".join([summary, *sections])
     if behind:
-        summary = (f"**Behind upstream by {behind} PR{'s' if behind != 1 else ''}** merged "
-                   "after this window; `/sync extend` brings them in.\n\n" + summary)
+        prs = f"{behind} PR{'s' if behind != 1 else ''}"
+        title += f" · behind upstream by {prs}"
+        summary = (f"**Behind upstream by {prs}** merged after this window; `/sync extend` "
+                   "brings them in.\n\n" + summary)
     conclusion = "failure" if remaining else "success"
     return conclusion, title[:1000], clip_summary(summary)
 

@@ -262,16 +262,20 @@ class _Reference:
     content: frozenset[str]
 
 
-def _reference(text: str, size: int) -> _Reference:
-    lines = split_lines(text)
+def _reference(text: str | None, size: int, known: frozenset[str]) -> _Reference | None:
+    if text is None and not known:
+        return None
+    lines = split_lines(text or "")
     marker_at = {n - 1 for region in find_marker_regions_in_lines(lines, size)
                  for n in region_marker_lines(region)}
-    markers = frozenset(_strip_eol(lines[i]) for i in marker_at)
-    content = frozenset(_strip_eol(line) for i, line in enumerate(lines) if i not in marker_at)
+    markers = frozenset(_strip_eol(lines[i]) for i in marker_at) - known
+    content = frozenset(_strip_eol(line) for i, line in enumerate(lines)
+                        if i not in marker_at) | known
     return _Reference(markers, content)
 
 
-def scan(text: str, size: int = MARKER_SIZE, *, reference: str | None = None) -> MarkerScan:
+def scan(text: str, size: int = MARKER_SIZE, *, reference: str | None = None,
+         content: Iterable[str] = ()) -> MarkerScan:
     """The complete regions of ``text`` at ``size``, and every orphan marker line.
 
     ``size`` is the marker size the path was merged with (``marker_size`` in the plan).
@@ -285,6 +289,10 @@ def scan(text: str, size: int = MARKER_SIZE, *, reference: str | None = None) ->
     A ``=======`` line is an orphan only where a region could be: after an orphan
     ``<<<<<<<`` or ``|||||||`` line, or before an orphan ``>>>>>>>`` line.
 
+    ``content`` names lines known to be content whatever the reference says: the marker
+    lines of a region the merge did not write (a documented example in a clean file), or
+    lines a person said are content.
+
     Verdicts: ``marker`` for a line the reference had as a marker, or one with the
     bot's own labels at ``size``; ``unsure`` where the text cannot tell (another tool's
     labels, git's default size on a path merged with a larger one, or a line that is
@@ -294,7 +302,7 @@ def scan(text: str, size: int = MARKER_SIZE, *, reference: str | None = None) ->
     regions = find_marker_regions_in_lines(lines, size)
     inside = {i for region in regions
               for i in range(region.start_line - 1, region.end_line)}
-    ref = _reference(reference, size) if reference is not None else None
+    ref = _reference(reference, size, frozenset(_strip_eol(line) for line in content))
     orphans: list[Orphan] = []
     sizes = (size,) if size == MARKER_SIZE else (size, MARKER_SIZE)
     for at_size in sizes:

@@ -221,7 +221,9 @@ async def commit_files(git_dir: Path, parent: str | None, files: Mapping[str, by
             await run(git_dir, "read-tree", parent, env=env)
         for path, data in files.items():
             if data is None:
-                await run(git_dir, "update-index", "--force-remove", "--", path, env=env)
+                # Mode 0 removes the entry (--force-remove needs a work tree; this is bare).
+                await run(git_dir, "update-index", "--index-info",
+                          input=f"0 {ZERO_SHA}\t{path}\n".encode(), env=env)
                 continue
             _, oid = await run(git_dir, "hash-object", "-w", "--stdin", input=data, env=env)
             await run(git_dir, "update-index", "--add", "--cacheinfo",

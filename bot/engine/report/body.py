@@ -53,8 +53,10 @@ def open_items(plan: Json, resolved: set[str], answers: dict[str, str]) -> list[
 
 
 def file_done(f: Json, resolved: set[str], answers: dict[str, str]) -> bool:
-    return all(i["id"] in resolved or i["id"] in answers or i["kind"] in ("policy", "flag")
-               for i in f["review_items"])
+    # A whole file is done when it is what was answered (the rescan says so), not when
+    # an answer was given: the file may have changed since.
+    return all(i["id"] in resolved or (i["id"] in answers and i["kind"] != "file")
+               or i["kind"] in ("policy", "flag") for i in f["review_items"])
 
 
 def tip_reason(plan: Json) -> str:

@@ -1,23 +1,39 @@
-"""``/sync answer <Qn> <choice>``: record a decision on one review item.
+"""``/sync answer <Qn|Mn> <choice>``: record a decision on one review item or marker-like line.
 
 Answering a conflict region with ``ours``, ``theirs`` or ``suggested`` also rewrites that
 region on the sync branch (the suggestion comment promises it); answering a whole-file
-conflict puts that side's file back. Every answer re-renders the decisions in the PR body.
+conflict puts that side's file back, and ``confirm`` accepts the file as it is on the
+branch now (the check passes only while it stays so). ``M<n>`` names a line the check
+could not tell from a conflict marker; ``content`` keeps it. Every answer re-renders the
+decisions in the PR body.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from bot.engine.rescan import CONFIRM, tree_entries
 from bot.sync.commands.parse import Answer
 from bot.sync.commands.request import CommandFailed
 from bot.sync.commands.resolve import resolve_items, resolve_regions, take_whole_file
 from bot.sync.commands.runner import Runner
 from bot.sync.state import load_plan
 
+CONTENT = "content"  # the answer that keeps a marker-like line as content
+WHOLE_FILE_CHOICES = ("ours", "theirs", CONFIRM)
+
 
 async def answer(run: Runner, command: Answer) -> str:
     """Record the decision; on a conflict region or a whole-file conflict, also take that side."""
+    marker_lines = [q for q in command.questions if q.startswith("M")]
+    if marker_lines:
+        if len(marker_lines) != len(command.questions):
+            raise CommandFailed("Answer marker-like lines (M1, …) and review items (Q1, …) in "
+                                "separate commands.")
+        plan_json = load_plan(run.sync)
+        return "\n\n".join([await _answer_marker_line(run, plan_json, q, command.choice)
+                             for q in marker_lines])
     if len(command.questions) > 1:
         return await answer_many(run, command)
     sync = run.sync
@@ -27,6 +43,8 @@ async def answer(run: Runner, command: Answer) -> str:
     answers: dict[str, str] = sync.setdefault("answers", {})
     extra = ""
     head_before = sync.get("head")
+    if choice == CONFIRM and item.get("kind") == "file":
+        return await _confirm_file(run, plan_json, item)
     if choice in ("ours", "theirs", "suggested") and item.get("start_line") is not None:
         # The comment on a conflict region promises that answering takes that side.
         extra = await resolve_regions(run, item["path"], choice, only={item["id"]})
@@ -53,12 +71,15 @@ async def answer_many(run: Runner, command: Answer) -> str:
     head_before = sync.get("head")
     regions: dict[str, set[str]] = {}
     whole = []
+    confirmed: list[dict[str, Any]] = []
     for item in items:
         choice = choices[item["id"]]
         if choice in ("ours", "theirs", "suggested") and item.get("start_line") is not None:
             regions.setdefault(item["path"], set()).add(item["id"])
         elif choice in ("ours", "theirs") and item.get("kind") == "file" and item.get("sides"):
             whole.append(item)
+        elif choice == CONFIRM and item.get("kind") == "file":
+            confirmed.append(item)
     sides = {choices[i] for ids in regions.values() for i in ids}
     if len(sides) > 1:  # cannot happen with one choice; kept for a mixed-case choice
         raise CommandFailed("one command takes one side for all its regions")
@@ -68,10 +89,53 @@ async def answer_many(run: Runner, command: Answer) -> str:
         tag = f"{run.req.comment_id}:{item['path']}:{choices[item['id']]}"
         extra += await take_whole_file(run, branch, item["path"], choices[item["id"]], item,
                                        tag)
+    for item in confirmed:
+        extra += "\n\n" + await _confirm_file(run, plan_json, item)
     await run.record_answers(plan_json, choices, check=sync.get("head") == head_before)
     ids = ", ".join(choices)
     return (f"Recorded {len(choices)} answers ({ids}): `{command.choice}`. The decisions in "
             f"the PR description are updated.{extra}")
+
+
+async def _confirm_file(run: Runner, plan_json: dict[str, Any], item: dict[str, Any]) -> str:
+    """``confirm`` on a whole-file item: the file as it is at the branch head is the answer."""
+    sync = run.sync
+    branch = await run.read_branch()
+    path = item["path"]
+    entry = (await asyncio.to_thread(tree_entries, branch.git, branch.head, [path]))[path]
+    sync.setdefault("confirmed", {})[item["id"]] = entry
+    sync.setdefault("answers", {})[item["id"]] = CONFIRM
+    await run.save()
+    # Always refresh: confirming again after the file changed must update the check.
+    await run.refresh_pr(plan_json, answered=item["id"], check=sync.get("head") == branch.head)
+    what = (f"deleted at `{branch.head[:12]}`" if entry is None
+            else f"as it is at `{branch.head[:12]}` (blob `{entry['oid'][:12]}`)")
+    return (f"Recorded **{item['id']}**: `{CONFIRM}`: `{path}` is accepted {what}. If the "
+            "file changes again, the check asks again.")
+
+
+async def _answer_marker_line(run: Runner, plan_json: dict[str, Any], question: str,
+                              choice: str) -> str:
+    """``/sync answer M<n> content``: a line the check asked about is content, not a marker."""
+    sync = run.sync
+    asked = [r for r in sync.get("remaining", [])
+             if r.get("id") == question and r.get("orphan") and not r.get("marker")]
+    if not asked:
+        raise CommandFailed(f"The last check asks nothing as {question}; the marker-like "
+                            "lines it asks about are listed in the check, as M1, M2, …")
+    if choice.lower() != CONTENT:
+        raise CommandFailed(f"{question} asks whether a line is a conflict marker. If it is "
+                            f"content, answer `/sync answer {question} {CONTENT}`; if it is a "
+                            "leftover of a merge, remove it and push.")
+    (line,) = asked
+    kept: list[str] = sync.setdefault("content_lines", {}).setdefault(line["path"], [])
+    kept += [t for t in line.get("texts", []) if t not in kept]
+    await run.save()
+    await run.refresh_pr(plan_json, answered=question)
+    where = (f"L{line['start_line']}" if line.get("start_line") == line.get("end_line")
+             else f"L{line['start_line']}–{line['end_line']}")
+    return (f"Recorded **{question}**: `{line['path']}` {where} is content, not a "
+            "conflict marker; lines like it in that file are not asked about again.")
 
 
 def validate_answer(item: dict[str, Any], question: str, choice: str) -> str:
@@ -84,10 +148,13 @@ def validate_answer(item: dict[str, Any], question: str, choice: str) -> str:
     if item.get("tier") == "Settled" or item.get("kind") == "policy":
         raise CommandFailed(f"{item['id']} is settled ({item.get('reason', '')}) and needs "
                             "no answer.")
+    if item.get("kind") == "file":
+        # A whole file is decided by what it holds: one side, or a confirmed version.
+        choices = list(WHOLE_FILE_CHOICES)
     for known in choices:
         if known.lower() == choice.lower():
             return known
-    if item.get("tier") == "Decide" or not choices:
+    if item.get("kind") != "file" and (item.get("tier") == "Decide" or not choices):
         return choice  # a free-text decision
     options = ", ".join(f"`{c}`" for c in choices)
     raise CommandFailed(f"`{choice}` is not a choice for {item['id']}; choose one of {options}. "

@@ -60,7 +60,7 @@ class Resolve:
 
 @dataclass(frozen=True)
 class Answer:
-    """``/sync answer <Qn> <choice>``; ``question`` is normalised to ``Q<n>``.
+    """``/sync answer <Qn|Mn> <choice>``; ``question`` is normalised to ``Q<n>`` or ``M<n>``.
 
     ``Q21-Q33`` and ``Q2,Q5,Q9-Q11`` answer several items at once: ``questions`` lists
     them all, in order, and ``question`` is the first.
@@ -127,7 +127,8 @@ class ParsedLine:
 
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_QUESTION = re.compile(r"^#?[Qq](\d+)$")
+# Q<n>: a review item; M<n>: a line the check cannot tell from a conflict marker.
+_QUESTION = re.compile(r"^#?([QqMm])(\d+)$")
 _PR = re.compile(r"^#(\d+)$")
 _SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
 
@@ -265,17 +266,19 @@ def _questions(line: str, spec: str) -> tuple[str, ...]:
     for part in spec.split(","):
         first, dash, last = part.partition("-")
         a, b = _QUESTION.match(first.strip()), _QUESTION.match(last.strip()) if dash else None
-        if not a or (dash and not b):
+        if not a or (dash and not b) or (b and b.group(1).upper() != a.group(1).upper()):
             raise CommandError(line, f"`{spec}` is not a question id; they look like Q3, "
                                "Q21-Q33 or Q2,Q5.", "answer")
-        lo = int(a.group(1))
-        hi = int(b.group(1)) if b else lo
+        letter = a.group(1).upper()
+        lo = int(a.group(2))
+        hi = int(b.group(2)) if b else lo
         if hi < lo:
-            raise CommandError(line, f"`{part}` runs backwards; write Q{hi}-Q{lo}.", "answer")
+            raise CommandError(line, f"`{part}` runs backwards; write {letter}{hi}-{letter}{lo}.",
+                               "answer")
         if hi - lo + len(out) >= MAX_ANSWERS:
             raise CommandError(line, f"`{spec}` names more than {MAX_ANSWERS} items; "
                                "answer them in several commands.", "answer")
-        out.extend(f"Q{n}" for n in range(lo, hi + 1) if f"Q{n}" not in out)
+        out.extend(f"{letter}{n}" for n in range(lo, hi + 1) if f"{letter}{n}" not in out)
     return tuple(out)
 
 

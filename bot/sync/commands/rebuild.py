@@ -211,7 +211,7 @@ async def _replay(run: Runner, command: Extend | Refresh, branch: Branch,
 
 async def finish_rebuild(run: Runner, pending: dict[str, Any]) -> None:
     """Point the state at the new commit 1, then update the PR, its review and check."""
-    from bot.sync.followup import scan
+    from bot.sync.followup import read_head
 
     sync = run.sync
     for key in ("resolved", "remaining", "review_commit", "unanchored", "delivery", "resolutions",
@@ -231,10 +231,8 @@ async def finish_rebuild(run: Runner, pending: dict[str, Any]) -> None:
 
     plan_json = load_plan(sync)
     git = Git(await asyncio.to_thread(remote.ensure_mirror, run.ctx.cache_dir, run.req.fork))
-    paths = [f["path"] for f in plan_json.get("files", [])]
-    commit_files = await asyncio.to_thread(gitops.read_many, git, sync["commit"], paths)
-    head_files = await asyncio.to_thread(gitops.read_many, git, pending["head"], paths)
-    result = scan(plan_json, commit_files, head_files, answers=dict(sync.get("answers", {})))
+    result, _, _ = await asyncio.to_thread(read_head, git.git_dir, plan_json, sync,
+                                           pending["head"])
     sync["resolved"] = result.resolved
     sync["remaining"] = [r.to_json() for r in result.remaining]
 

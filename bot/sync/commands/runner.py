@@ -160,23 +160,35 @@ class Runner:
 
     async def refresh_pr(self, plan_json: dict[str, Any], *, answered: str | set[str],
                          check: bool = True) -> None:
-        """After an answer: re-render the decisions and drop it from the check's open list."""
+        """After an answer: drop it from the check's open list, re-render the decisions.
+
+        The same rule as the rescan's: an answer settles a question (a decision, a whole
+        file already in the state answered, or a marker-like line answered ``content``);
+        a conflict region or a sure marker line stays until it goes.
+        """
         sync = self.sync
-        pull = await self.gh.getitem(f"/repos/{self.req.fork}/pulls/{self.req.pr}")
-        await self.patch_pr(pull, render_pr_body(plan_json, sync))
         if "remaining" in sync:
             remaining = [Remaining.from_json(r) for r in sync["remaining"]]
         else:
             remaining = initial_remaining(plan_json, dict(sync.get("answers", {})))
-        # An answer settles a question; a conflict region stays until its markers go.
         done = {answered} if isinstance(answered, str) else answered
-        remaining = [r for r in remaining if r.marker or r.item_id not in done]
-        sync["remaining"] = [r.to_json() for r in remaining]
+        content = sync.get("content_lines", {})
+        kept = [r for r in remaining if r.marker or (
+            r.item_id not in done
+            and not (r.orphan and set(r.texts) <= set(content.get(r.path, ()))))]
+        items = {i["id"] for f in plan_json.get("files", []) for i in f.get("review_items", [])}
+        settled = {str(r.item_id) for r in remaining
+                   if r not in kept and r.item_id is not None and r.item_id in items}
+        sync["resolved"] = [*sync.get("resolved", []),
+                            *sorted(settled - set(sync.get("resolved", [])))]
+        sync["remaining"] = [r.to_json() for r in kept]
         await self.save()
+        pull = await self.gh.getitem(f"/repos/{self.req.fork}/pulls/{self.req.pr}")
+        await self.patch_pr(pull, render_pr_body(plan_json, sync))
         if not check:
             return
         head = str(pull.get("head", {}).get("sha") or sync.get("head") or sync["commit"])
-        check_id = await upsert_check_run(self.gh, self.req.fork, head, plan_json, remaining,
+        check_id = await upsert_check_run(self.gh, self.req.fork, head, plan_json, kept,
                                           behind=int(sync.get("behind", 0)), max_batches=1)
         sync.setdefault("check_runs", {})[head] = check_id
         await self.save()

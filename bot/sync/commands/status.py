@@ -28,13 +28,15 @@ def status_text(plan_json: dict[str, Any], sync: dict[str, Any]) -> str:
         remaining = [Remaining.from_json(r) for r in sync["remaining"]]
     else:
         remaining = initial_remaining(plan_json, answers)
-    regions_left = [r for r in remaining if r.marker]
+    regions_left = [r for r in remaining if r.region]
+    strays = [r for r in remaining if r.orphan]
     # Every conflict region counts, Settled ones too: their markers stay until committed.
     region_total = sum(1 for i in items if i.get("kind") == "conflict"
                        and i.get("start_line") is not None)
     unknown = sum(1 for r in regions_left if r.item_id is None)
     left = len(regions_left) - unknown
-    open_questions = [str(r.item_id) for r in remaining if not r.marker and r.item_id]
+    open_questions = [str(r.item_id) for r in remaining
+                      if not r.marker and not r.orphan and r.item_id]
     files_left = sorted({r.path for r in regions_left})
     behind = int(sync.get("behind", 0))
     head = str(sync.get("head") or sync.get("commit") or "")
@@ -47,6 +49,14 @@ def status_text(plan_json: dict[str, Any], sync: dict[str, Any]) -> str:
                     if files_left else "") + ".")
     if unknown:
         lines.append(f"- {unknown} conflict region(s) that the sync did not write.")
+    if strays:
+        sure = [r for r in strays if r.marker]
+        asked = [str(r.item_id) for r in strays if not r.marker]
+        where = sorted({r.path for r in strays})
+        lines.append(f"- Conflict marker lines outside any complete region: **{len(sure)}**"
+                     + (f"; to confirm as content or remove: {join_and(asked[:20])}"
+                        if asked else "")
+                     + f" (in {join_and([f'`{p}`' for p in where[:10]])}).")
     lines.append(f"- Open questions: **{len(open_questions)}**"
                  + (f" ({join_and(open_questions[:20])})" if open_questions else "")
                  + (f"; {len(answers)} answered" if answers else "") + ".")

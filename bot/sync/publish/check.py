@@ -6,9 +6,10 @@ follow-up updates on every push) and ``sync.check_runs[commit]``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from bot.engine.gate import initial_remaining
+from bot.engine.rescan import read_head
 from bot.github.checks import upsert_check_run
 from bot.sync.publish.context import RunContext
 
@@ -18,9 +19,14 @@ def done(sync: dict[str, Any]) -> bool:
 
 
 async def put_check(run: RunContext, plan_json: dict[str, Any]) -> None:
-    """Find or create the check on commit 1: every conflict region and open decision."""
+    """Find or create the check on commit 1: every conflict region and open decision.
+
+    Commit 1 is scanned like any later head, so the first check and every rescan agree.
+    """
     sync = run.sync
-    remaining = initial_remaining(plan_json, dict(sync.get("answers", {})))
+    result, _, _ = await asyncio.to_thread(read_head, run.repos.fork_git, plan_json, sync,
+                                           sync["commit"])
+    remaining = result.remaining
     sync["remaining"] = [r.to_json() for r in remaining]
     sync["head"] = sync["commit"]
     check_id = await upsert_check_run(run.gh, run.fork, sync["commit"], plan_json, remaining,
