@@ -261,7 +261,8 @@ async def world(github_sim: Simulator, tmp_path: Path,  # noqa: F811
                 request: pytest.FixtureRequest, backend: str,
                 store_location: str) -> AsyncIterator[World]:
     scenario = build_scenario(tmp_path / "repos")
-    private_upstream = bool(getattr(request, "param", {}).get("private_upstream"))
+    param = getattr(request, "param", {})
+    private_upstream = bool(param.get("private_upstream"))
     github_sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False,
                            private=private_upstream)
     github_sim.create_repo("vime-org", "vime", scenario.fork_dir, install=False)
@@ -275,7 +276,8 @@ async def world(github_sim: Simulator, tmp_path: Path,  # noqa: F811
     try:
         # Installing the App registers the fork; its first sync finds nothing new.
         await github_sim.install("THUDM")
-        await github_sim.install("vime-org")
+        await github_sim.install("vime-org", permissions={"workflows": param["workflows"]}
+                                 if param.get("workflows") else None)
         await w.idle()
         assert w.sync_prs() == []
         yield w

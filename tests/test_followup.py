@@ -228,7 +228,7 @@ async def test_a_push_that_resolves_a_file_ticks_it_and_moves_the_check(
     assert gh.write_count - before <= 2
     body = p.hub.pulls[p.pr]["body"]
     assert f"- [x] `{path}`" in body and "- [ ] `vime/utils/arguments.py`" in body
-    assert p.hub.pulls[p.pr]["title"].endswith("[3 conflict files need review]")
+    assert p.hub.pulls[p.pr]["title"].endswith("[3 conflicted files need review]")
     (run,) = [r for r in p.hub.runs.values() if r["head_sha"] == head]
     assert run["conclusion"] == "failure" and path not in run["output"]["summary"]
     state = load_fork_state(p.ctx.store, FORK)["sync"]
@@ -300,8 +300,10 @@ def test_the_title_follows_the_count_but_never_overwrites_peoples_own() -> None:
     plan = {"upstream": {"repo": UPSTREAM}, "window_label": "#1..#4",
             "summary": {"status": {"conflict": 2}}}
     first = pr_title(plan)
-    assert first == "sync(THUDM/slime #1..#4): 3-way merge [2 conflict files need review]"
+    assert first == "sync(THUDM/slime #1..#4): 3-way merge [2 conflicted files need review]"
     assert retitle(plan, first, 2) is None
-    assert retitle(plan, first, 1) == first.replace("[2", "[1")
+    # One wording with commit 1's message, singular included.
+    assert retitle(plan, first, 1) == first.replace("[2 conflicted files need",
+                                                    "[1 conflicted file needs")
     assert retitle(plan, first, 0) == "sync(THUDM/slime #1..#4): 3-way merge [conflicts resolved]"
     assert retitle(plan, "Sync upstream (do not merge before Friday)", 0) is None

@@ -220,6 +220,11 @@ class Plan:
         }
 
 
+def conflicts_label(n: int) -> str:
+    """The one wording, in commit 1's message and the PR title: "2 conflicted files need review"."""
+    return f"{n} conflicted file{'s need' if n != 1 else ' needs'} review"
+
+
 def marker_size_of(file_json: dict[str, Any]) -> int:
     """A file's marker size in a JSON report (reports written before it was recorded: 7)."""
     return int(file_json.get("marker_size") or MARKER_SIZE)

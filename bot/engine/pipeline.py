@@ -20,7 +20,7 @@ from bot.engine.config import CONFIG_PATH, Config, load_config, load_config_file
 from bot.engine.configwarn import rule_warnings
 from bot.engine.git import CatFile, Git, TreeWriter, reading
 from bot.engine.merge import FORK, UPSTREAM, Entry, TreeIndex, commit_tree_oid, edit_tree, merge
-from bot.engine.model import Plan
+from bot.engine.model import Plan, conflicts_label
 from bot.engine.report import needs_overflow, render_markdown
 from bot.engine.translate import Translator
 from bot.engine.window import (
@@ -235,7 +235,7 @@ def commit_message(p: Plan) -> str:
     conflicted = counts["conflict"]
     lines = [
         f"sync({p.upstream_repo} {p.window_label}): 3-way merge"
-        + (f" [{conflicted} conflicted files need review]" if conflicted else ""),
+        + (f" [{conflicts_label(conflicted)}]" if conflicted else ""),
         "",
         f"ours = fork {p.fork_branch} @ {p.ours[:12]} · base' = translate(upstream@"
         f"{p.cutoff[:12]}) · theirs' = translate(upstream@{p.tip[:12]})",

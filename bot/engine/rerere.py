@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from bot.engine.markers import (
     MARKER_SIZE,
+    Verdict,
     find_marker_regions_in_lines,
     has_markers,
     split_lines,
 )
+from bot.engine.markers import scan as scan_markers
 
 _KEY_VERSION = b"forksync-rerere-v1"
 
@@ -61,6 +63,9 @@ class Recording:
     """What :func:`record_file` found in one file."""
 
     resolutions: dict[str, str] = field(default_factory=dict)  # key -> replacement text
+    # key -> the region of commit 1 it resolved, so a resolution that no longer replays
+    # can still be shown beside the region that replaced it
+    regions: dict[str, Region] = field(default_factory=dict)
     pending: int = 0  # regions still conflicted (markers left) in the resolved file
     unplaced: int = 0  # regions gone, but the lines around them changed too much to tell how
 
@@ -128,6 +133,55 @@ def replay(new_merged_text: str, resolutions: Mapping[str, str], *,
                    size=size)
 
 
+@dataclass(frozen=True)
+class Hunk:
+    """A region of an earlier commit 1 that people resolved, and how."""
+
+    ours: str
+    base: str
+    theirs: str
+    text: str  # what they replaced it with
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """People's resolution of an earlier region that a new merge changed again."""
+
+    text: str
+    how: str  # "ours", "theirs" or "edited", judged against the earlier region
+    applies: bool  # the side it kept is the same in the new region: offer it again
+
+
+def earlier_resolution(region: Region, hunks: Iterable[Hunk]) -> tuple[Hunk, Earlier] | None:
+    """The earlier resolution of the same spot as ``region`` (same path), if one is recorded.
+
+    The spot is recognised by the side that did not change (upstream changed it again:
+    ours and base are the same; the fork changed it: theirs and base are), else by the
+    closest ours and base. It *applies* again when it kept a side that is unchanged.
+    """
+    def score(h: Hunk) -> float:
+        if h.ours == region.ours and h.base == region.base:
+            return 3.0
+        if h.theirs == region.theirs and h.base == region.base:
+            return 2.5
+        if h.ours == region.ours:
+            return 2.0
+        ratio = difflib.SequenceMatcher(None, h.ours + h.base, region.ours + region.base,
+                                        autojunk=False).ratio()
+        return ratio if ratio >= 0.6 else 0.0
+
+    ranked = sorted(((score(h), n, h) for n, h in enumerate(hunks)), key=lambda t: (-t[0], t[1]))
+    if not ranked or ranked[0][0] == 0.0:
+        return None
+    hunk = ranked[0][2]
+    norm = _normalise
+    how = ("ours" if norm(hunk.text) == norm(hunk.ours)
+           else "theirs" if norm(hunk.text) == norm(hunk.theirs) else "edited")
+    applies = ((how == "ours" and norm(region.ours) == norm(hunk.ours))
+               or (how == "theirs" and norm(region.theirs) == norm(hunk.theirs)))
+    return hunk, Earlier(hunk.text, how, applies)
+
+
 def record(merged_text_with_markers: str, resolved_text: str, *,
            path: str = "", size: int = MARKER_SIZE) -> dict[str, str]:
     """The resolution of every region of commit 1's file that is gone from the resolved file."""
@@ -175,11 +229,20 @@ def record_file(merged_text_with_markers: str, resolved_text: str, *,
             recording.unplaced += 1
             continue
         replacement = "".join(resolved[span[0]:span[1]])
-        if has_markers(replacement, size):
+        if _left_markers(replacement, size, merged_text_with_markers):
+            # A half-done resolution (a marker line of the merge left in it) is no answer:
+            # replayed, it would put a broken region into the next merge (issue 11).
             recording.pending += 1
             continue
         recording.resolutions[region.key(path)] = replacement
+        recording.regions[region.key(path)] = region
     return recording
+
+
+def _left_markers(replacement: str, size: int, merged: str) -> bool:
+    """Whether ``replacement`` still holds a region, or a marker line of the merge."""
+    found = scan_markers(replacement, size, reference=merged)
+    return bool(found.regions) or any(o.verdict is Verdict.MARKER for o in found.orphans)
 
 
 def _still_conflicted(regions: list[Region], resolved_regions: list[Region],
@@ -279,5 +342,6 @@ def _split_by_diff(contexts: list[list[str]], resolved: list[str]) -> list[Span]
     return spans
 
 
-__all__ = ["Recording", "Region", "has_markers", "hunk_key", "parse_regions", "record",
-           "record_file", "replay", "rewrite", "split_lines", "take_side"]
+__all__ = ["Earlier", "Hunk", "Recording", "Region", "earlier_resolution", "has_markers",
+           "hunk_key", "parse_regions", "record", "record_file", "replay", "rewrite",
+           "split_lines", "take_side"]

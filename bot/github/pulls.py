@@ -84,18 +84,20 @@ async def post_delivery(gh: GitHubClient, fork: str, number: int, delivery: Deli
     url = f"/repos/{fork}/pulls/{number}"
     if review_there is None:
         review_there = await review_posted(gh, fork, number, delivery.commit)
-    if not review_there:
-        comments = delivery.review.get("comments", [])
+    comments = delivery.review.get("comments", [])
+    # A review with no comment in it says nothing the PR body does not: never posted.
+    if not review_there and comments:
         try:
             await gh.post(f"{url}/reviews", data=delivery.review)
         except BadRequest as exc:
-            if exc.status_code != 422 or not comments:
+            if exc.status_code != 422:
                 raise
             bad = offending_comments(exc, comments)
             log.warning("%s#%d: review rejected (%s); %d comment(s) left out", fork, number,
                         exc, len(bad))
             delivery = drop_threads(delivery, {delivery.review_index[i] for i in bad})
-            await gh.post(f"{url}/reviews", data=delivery.review)
+            if delivery.review.get("comments"):
+                await gh.post(f"{url}/reviews", data=delivery.review)
     if not delivery.file_comments:
         return delivery
     # Find-or-create by hidden marker, so a resumed run never posts one twice.

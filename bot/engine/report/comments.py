@@ -91,6 +91,12 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
         out.append(prs)
     if item.get("question") and item["tier"] != "Settled":
         out.append(item["question"])
+    earlier = item.get("earlier")
+    if item.get("kind") == "conflict" and earlier and not earlier.get("applies"):
+        # The region changed again since someone resolved it: show what they had.
+        text, note = cut_side(earlier.get("text") or "", side_budget, url, "earlier")
+        out += ["Your earlier resolution (it does not fit the new region as it is):",
+                fence(text)] + ([note] if note else [])
     action, choice = recommend(item)
     if item["tier"] != "Settled" and item.get("kind") != "policy":
         out.append(f"Recommended: {action}."

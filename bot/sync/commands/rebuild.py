@@ -25,6 +25,8 @@ from bot.engine.anchor import PrDiff
 from bot.engine.config import CONFIG_PATH
 from bot.engine.git import Git
 from bot.engine.review import build_delivery, local_diff, plan_items
+from bot.engine.model import marker_sizes
+from bot.engine.rerere import Earlier, hunk_key
 from bot.github import remote
 from bot.github.checks import upsert_check_run
 from bot.github.pulls import post_delivery
@@ -80,7 +82,8 @@ async def rebuild(run: Runner, command: Extend | Refresh) -> str:
     recorded = await _record(run, branch, old_plan)  # 1.
     result, plan_json = await _merge(run, branch, inputs, tip, old_plan)  # 2.
     commit1 = str(result.commit)
-    replay, head = await _replay(run, command, branch, plan_json, commit1)  # 3.
+    replay, head = await _replay(run, command, branch, plan_json, commit1, old_plan)  # 3.
+    show_earlier(plan_json, old_plan, replay.earlier, refresh=isinstance(command, Refresh))
 
     # 4. Remember the new heads before pushing, then push over the head just read.
     answers, dropped = migrate_answers(old_plan, plan_json, dict(sync.get("answers", {})))
@@ -152,8 +155,11 @@ async def _record(run: Runner, branch: Branch, old_plan: dict[str, Any]) -> Reco
                                        branch.head)
     store: dict[str, str] = sync.setdefault("rerere", {})
     store.update(recorded.resolutions)
+    hunks: dict[str, dict[str, str]] = sync.setdefault("rerere_hunks", {})
+    hunks.update(recorded.hunks)
     if len(store) > MAX_RESOLUTIONS:
         sync["rerere"] = dict(list(store.items())[-MAX_RESOLUTIONS:])
+    sync["rerere_hunks"] = {k: v for k, v in hunks.items() if k in sync["rerere"]}
     await run.save()
     return recorded
 
@@ -180,13 +186,15 @@ async def _merge(run: Runner, branch: Branch, inputs: _Inputs, tip: str,
 
 
 async def _replay(run: Runner, command: Extend | Refresh, branch: Branch,
-                  plan_json: dict[str, Any], commit1: str) -> tuple[Replayed, str]:
+                  plan_json: dict[str, Any], commit1: str,
+                  old_plan: dict[str, Any]) -> tuple[Replayed, str]:
     """3. Replay the resolutions, and carry people's other edits over; returns the head."""
     sync = run.sync
     git = branch.git
     replay = await asyncio.to_thread(
         replay_onto, git, plan_json, commit1, dict(sync["rerere"]), old_commit=sync["commit"],
-        old_head=branch.head)
+        old_head=branch.head, hunks=dict(sync.get("rerere_hunks", {})),
+        old_sizes=marker_sizes(old_plan))
     # Commits people pushed are never dropped from the branch: then the replay commit
     # also has the old head as a parent, and the push is a fast-forward.
     people = await asyncio.to_thread(gitops.commits_by_people, git, sync["commit"],
@@ -286,10 +294,46 @@ def migrate_answers(old_plan: dict[str, Any], new_plan: dict[str, Any],
     return migrated, dropped
 
 
+def show_earlier(plan_json: dict[str, Any], old_plan: dict[str, Any],
+                 earlier: dict[str, Earlier], *, refresh: bool) -> None:
+    """Put people's earlier resolution beside each region the new merge changed again.
+
+    The item says what they had chosen and which upstream PRs changed the spot since; where
+    the resolution still applies (it kept a side that did not change) it becomes the
+    item's suggestion, one click away.
+    """
+    if not earlier:
+        return
+    before = {e["number"] for e in old_plan.get("window", []) if e.get("number") is not None}
+    for f in plan_json.get("files", []):
+        for item in f.get("review_items", []):
+            if item.get("kind") != "conflict" or item.get("start_line") is None:
+                continue
+            found = earlier.get(hunk_key(item["path"], item.get("ours", ""),
+                                         item.get("base") or "", item.get("theirs", "")))
+            if found is None:
+                continue
+            new_prs = [n for n in item.get("prs", []) if n not in before]
+            changed = (f"upstream changed it again in {', '.join(f'#{n}' for n in new_prs)}"
+                       if new_prs else "the fork's main changed it since" if refresh
+                       else "the new merge changed it again")
+            how = {"ours": "ours (the fork's side)", "theirs": "theirs (upstream's side)"}.get(
+                found.how, "your own edit")
+            note = f"You resolved this as {how}; {changed}."
+            item["earlier"] = {"text": found.text, "how": found.how, "applies": found.applies,
+                               "prs": new_prs, "note": note}
+            if found.applies:
+                item["suggestion"] = found.text
+                item["question"] = (f"{note} The suggestion keeps your earlier resolution; "
+                                    "commit it, or decide anew.")
+            else:
+                item["reason"] = f"{note} {item.get('reason', '')}".strip()
+
+
 def rebuild_text(command: Extend | Refresh, old_plan: dict[str, Any], plan_json: dict[str, Any],
                  recorded: Recorded, replay: Replayed, old_head: str, new_head: str,
                  dropped: list[str]) -> str:
-    """The reply to extend or refresh: the new window, what was replayed and carried over."""
+    """The reply to extend or refresh: the new window, what was replayed, file by file (once)."""
     if isinstance(command, Extend):
         first = (f"Extended the window to {command.target}: now "
                  f"{plan_json.get('window_label')} (was {old_plan.get('window_label')}).")
@@ -307,17 +351,13 @@ def rebuild_text(command: Extend | Refresh, old_plan: dict[str, Any], plan_json:
         lines.append(f"- The commits people pushed stay in the branch's history: the previous "
                      f"head `{old_head[:12]}` is a parent of the new head, so this was a "
                      "fast-forward, not a force-push.")
-    if replay.carried:
-        lines.append("- Carried over other edits people made in "
-                     f"{join_and(replay.carried[:10])}.")
-    if replay.not_carried:
-        lines.append("- These edits overlap the new merge and were **not** carried over; "
-                     f"compare with the previous head `{old_head[:12]}`: "
-                     f"{join_and([f'`{p}`' for p in replay.not_carried[:10]])}.")
-    if recorded.unplaced:
-        lines.append("- Some resolutions could not be recorded because the lines around them "
-                     f"changed too: {join_and([f'`{p}`' for p in recorded.unplaced[:10]])}; "
-                     f"see `{old_head[:12]}`.")
+    notes = file_notes(recorded, replay, old_head)
+    if notes:
+        lines.append("- Files people had changed, and what became of their work:")
+        lines += [f"  - `{path}`: {'; '.join(said)}." for path, said in list(notes.items())[:30]]
+        if len(notes) > 30:
+            lines.append(f"  - … and {len(notes) - 30} more files; compare with "
+                         f"`{old_head[:12]}`.")
     if dropped:
         lines.append(f"- Answers to {join_and(dropped)} no longer match an item and were "
                      "dropped.")
@@ -325,4 +365,30 @@ def rebuild_text(command: Extend | Refresh, old_plan: dict[str, Any], plan_json:
     return "\n".join(lines)
 
 
-__all__ = ["MAX_RESOLUTIONS", "finish_rebuild", "migrate_answers", "rebuild", "rebuild_text"]
+def file_notes(recorded: Recorded, replay: Replayed, old_head: str) -> dict[str, list[str]]:
+    """Per path people changed, what happened to their work: each path once, in path order."""
+    notes: dict[str, list[str]] = {}
+    for path, n in replay.changed_again.items():
+        notes.setdefault(path, []).append(
+            f"{n} resolved region{'s' if n != 1 else ''} changed again in the new merge, so "
+            f"{'it is' if n == 1 else 'they are'} back whole, with your earlier resolution "
+            "shown in the review comment")
+    for path in replay.carried:
+        notes.setdefault(path, []).append("other edits carried over")
+    for path in replay.partly:
+        notes.setdefault(path, []).append(
+            "other edits carried over, except those overlapping the new merge, which were "
+            f"**not** (compare with `{old_head[:12]}`)")
+    for path in replay.not_carried:
+        notes.setdefault(path, []).append(
+            f"edits overlap the new merge and were **not** carried over (compare with "
+            f"`{old_head[:12]}`)")
+    for path in recorded.unplaced:
+        notes.setdefault(path, []).append(
+            "some resolutions could not be recorded because the lines around them changed "
+            f"too (see `{old_head[:12]}`)")
+    return dict(sorted(notes.items()))
+
+
+__all__ = ["MAX_RESOLUTIONS", "file_notes", "finish_rebuild", "migrate_answers", "rebuild",
+           "rebuild_text", "show_earlier"]

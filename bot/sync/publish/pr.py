@@ -11,6 +11,7 @@ from typing import Any
 from gidgethub import BadRequest
 
 from bot.engine.review import pr_section
+from bot.engine.model import conflicts_label
 from bot.github.client import GitHubClient
 from bot.sync.publish.context import RunContext
 
@@ -39,15 +40,15 @@ def _title_stem(plan_json: dict[str, Any]) -> str:
 
 
 def pr_title(plan_json: dict[str, Any], open_files: int | None = None) -> str:
-    """The PR title, as in the hand-made sync PRs: how many conflict files still need review.
+    """The PR title: how many conflicted files still need review, worded as commit 1's message.
 
     ``open_files`` is counted by the rescan; None means "as at commit 1".
     """
     if open_files is None:
         open_files = plan_json.get("summary", {}).get("status", {}).get("conflict", 0)
-        status = f" [{open_files} conflict files need review]" if open_files else ""
+        status = f" [{conflicts_label(open_files)}]" if open_files else ""
     elif open_files:
-        status = f" [{open_files} conflict files need review]"
+        status = f" [{conflicts_label(open_files)}]"
     else:
         status = " [conflicts resolved]"
     return f"{_title_stem(plan_json)}{status}"[:256]
