@@ -186,6 +186,7 @@ class FakeContext:
     installation_id: int | None = None
     token: str = "ghs_faketoken0000000000"
     enqueued: list[tuple[str, str, dict[str, Any], str | None]] = field(default_factory=list)
+    workflows: bool = True  # the token may change workflow files (file:// remotes allow it)
 
     @property
     def data_dir(self) -> Path:
@@ -206,6 +207,9 @@ class FakeContext:
 
     async def git_token_for(self, installation_id: int | None = None) -> str:
         return self.token
+
+    async def may_write_workflows(self, installation_id: int | None = None) -> bool:
+        return self.workflows
 
     async def enqueue(self, kind: str, key: str, payload: dict[str, Any],
                       dedup: str | None = None, *, run_at: float | None = None) -> int | None:

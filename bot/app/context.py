@@ -257,6 +257,18 @@ class JobContext:
         return await self.platform.auth.token_for(
             installation_id if installation_id is not None else self.installation_id)
 
+    async def may_write_workflows(self, installation_id: int | None = None) -> bool:
+        """Whether pushes with this job's token may change ``.github/workflows/`` files.
+
+        GitHub refuses them otherwise. An App's token says what it was granted; in token
+        mode the setting ``FORKSYNC_WORKFLOWS=write`` does.
+        """
+        auth = self.platform.auth
+        inst = installation_id if installation_id is not None else self.installation_id
+        if isinstance(auth, AppAuth) and inst is not None:
+            return await auth.permission(inst, "workflows") == "write"
+        return self.settings.token_writes_workflows
+
     async def enqueue(self, kind: str, key: str, payload: dict[str, Any],
                       dedup: str | None = None, *, run_at: float | None = None) -> int | None:
         """Queue a job (see ``Store.enqueue``) and wake a worker for it."""

@@ -65,6 +65,9 @@ class Settings:
     # postgresql://… puts the deliveries, the queue and the per-fork state in PostgreSQL,
     # shared by every replica; None keeps them in SQLite under data_dir (one machine).
     database_url: str | None = field(default=None, repr=False)
+    # Token mode only: the token may change workflow files (a PAT with the `workflow`
+    # scope). An App's installation says so itself; GITHUB_TOKEN never can.
+    token_writes_workflows: bool = False
 
     @property
     def mode(self) -> Literal["app", "token"]:
@@ -187,6 +190,10 @@ class Settings:
             raise SettingsError(
                 f"FORKSYNC_DATABASE_URL: expected a postgresql:// URL, got a {scheme!r} URL "
                 "(leave it unset to keep the state in SQLite under FORKSYNC_DATA_DIR)")
+        workflows = (get("FORKSYNC_WORKFLOWS") or "none").lower()
+        if workflows not in ("write", "none"):
+            raise SettingsError(f"FORKSYNC_WORKFLOWS: expected `write` (the token may change "
+                                f"workflow files) or `none`, got {workflows!r}")
 
         return cls(
             app_id=app_id,
@@ -211,6 +218,7 @@ class Settings:
             git_timeout_seconds=_float(env, "FORKSYNC_GIT_TIMEOUT_SECONDS",
                                        cls.git_timeout_seconds, minimum=0.1),
             database_url=database_url,
+            token_writes_workflows=workflows == "write",
         )
 
 

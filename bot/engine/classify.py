@@ -51,10 +51,23 @@ class _Path:
     renamed_by_merge: bool = False  # the fork has it elsewhere; rename detection found it
 
 
+WORKFLOWS_DIR = ".github/workflows/"
+WORKFLOWS_POLICY = "workflows"  # FileResult.policy of a workflow file kept as the fork has it
+
+
+def is_workflow(fork_path: str | None) -> bool:
+    """A GitHub Actions workflow file: GitHub refuses an App's push that changes one unless
+    the App has the Workflows permission."""
+    return fork_path is not None and fork_path.startswith(WORKFLOWS_DIR)
+
+
 class Classifier:
     def __init__(self, work: Git, cat: CatFile, outcome: MergeOutcome, config: Config,
-                 translator: Translator, window: list[WindowEntry], cutoff: str, tip: str) -> None:
+                 translator: Translator, window: list[WindowEntry], cutoff: str, tip: str,
+                 *, workflows: bool = True) -> None:
         self.work = work
+        # Whether the sync may change workflow files (the App's Workflows permission).
+        self.workflows = workflows
         self.cat = cat
         self.o = outcome
         self.config = config
@@ -132,6 +145,10 @@ class Classifier:
             policy = self.config.policy_for(p.fork)
             conflicted = p.fork in self.o.conflicts or (
                 p.fork_old is not None and p.fork_old in self.o.conflicts)
+            if not self.workflows and (is_workflow(p.fork) or is_workflow(p.fork_old)) \
+                    and (policy is None or policy.action == "theirs"):
+                results.append(self._keep_workflow(p, conflicted, edits))
+                continue
             if policy is not None:
                 results.append(self._apply_policy(p, policy.action, policy.paths, conflicted,
                                                   edits))
@@ -225,6 +242,31 @@ class Classifier:
                        + (" (it conflicted)" if conflicted else ""),
             ))
         return FileResult(p.fork, p.upstream, Status.SKIPPED, items, action, rule)
+
+    def _keep_workflow(self, p: _Path, conflicted: bool,
+                       edits: dict[str, Entry | None]) -> FileResult:
+        """Without the Workflows permission: the fork's workflow file stays, and upstream's
+        change becomes an item to port by hand (a push that changed it would be refused)."""
+        changed = conflicted
+        for path in filter(None, (p.fork, p.fork_old)):
+            ours = self._entry(self.ours, path)
+            if self._entry(self.raw, path) != ours or conflicted:
+                edits[path] = ours
+                changed = True
+        note = "workflow file: kept as the fork has it (no Workflows permission)"
+        if not changed:
+            return FileResult(p.fork, p.upstream, Status.UNCHANGED, [], WORKFLOWS_POLICY, note)
+        item = ReviewItem(
+            id="", kind=ItemKind.MANUAL, path=p.fork, upstream_path=p.upstream,
+            tier=Tier.DECIDE,
+            reason="forksync may not change workflow files: the App has no Workflows "
+                   "permission, so GitHub would refuse the push. The file stays as the fork "
+                   "has it; upstream's change is below, to port by hand",
+            theirs=self._translated_diff(p),
+            question="Port upstream's change to this workflow file by hand (your own push "
+                     "may change it), then answer `done`; or `skip` to leave it out.",
+            choices=["done", "skip"])
+        return FileResult(p.fork, p.upstream, Status.SKIPPED, [item], WORKFLOWS_POLICY, note)
 
     def _status(self, p: _Path, result: Entry | None, ours: Entry | None) -> Status:
         if p.change == "R":

@@ -12,7 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.engine.report import CHECK_SUMMARY_LIMIT, render_check_output, warning_annotations
+from bot.engine.report import (
+    CHECK_SUMMARY_LIMIT,
+    render_check_output,
+    warning_annotations,
+    workflow_changes,
+)
 
 
 @dataclass(frozen=True)
@@ -149,6 +154,10 @@ def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
     if reasons:
         sections.append("**Why these are still open**\n\n" + "\n".join(
             f"- **{item['id']}** `{item['path']}`: {message}" for item, message in reasons))
+    open_ids = {r.item_id for r in remaining if not r.marker and r.item_id is not None}
+    workflows = workflow_changes(plan_json, {i for i in open_ids if i in items}, limit=5_000)
+    if workflows:
+        sections.append("\n".join(workflows))
     summary = "\n\n".join([summary, *sections])
     if behind:
         prs = f"{behind} PR{'s' if behind != 1 else ''}"

@@ -154,20 +154,23 @@ def _config_object_missing(fork: Git, fork_commit: str) -> None:
 def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str | None = None,
          config: Config | None = None, config_path: str | None = None,
          fork_branch: str = "main", workdir: str | Path | None = None,
-         progress: Progress | None = None, git_timeout: float | None = None) -> Plan:
+         progress: Progress | None = None, git_timeout: float | None = None,
+         workflows: bool = True) -> Plan:
     """Compute the sync of ``upstream`` into ``fork``: a dry run that writes nothing to either.
 
     ``git_timeout`` limits each git process (default ``bot.engine.git.DEFAULT_TIMEOUT``).
+    ``workflows=False`` keeps every workflow file as the fork has it and lists upstream's
+    changes to them as items to port by hand (for a pusher GitHub would refuse them from).
     """
     return _plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
                  config_path=config_path, fork_branch=fork_branch, workdir=workdir,
-                 progress=progress, git_timeout=git_timeout)[0]
+                 progress=progress, git_timeout=git_timeout, workflows=workflows)[0]
 
 
 def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
           config: Config | None, config_path: str | None, fork_branch: str,
           workdir: str | Path | None, progress: Progress | None,
-          git_timeout: float | None) -> tuple[Plan, Git]:
+          git_timeout: float | None, workflows: bool = True) -> tuple[Plan, Git]:
     """The plan, and the fork repository it read (``sync`` writes its branch there)."""
     say = progress or (lambda _msg: None)
     wd = Path(workdir) if workdir else default_workdir()
@@ -217,7 +220,7 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         outcome = merge(work, cat, writer, ours_tree, cutoff, tip, translator, progress=say)
         say("classifying conflicts")
         classified = Classifier(work, cat, outcome, cfg, translator, window, cutoff,
-                                tip).classify(writer)
+                                tip, workflows=workflows).classify(writer)
     p = Plan(
         upstream_repo=cfg.upstream_repo, upstream_branch=cfg.upstream_branch, cutoff=cutoff,
         tip=tip, ours=ours, window=window, files=classified.files,
@@ -258,14 +261,18 @@ def report_file_path(p: Plan) -> str:
 def sync(fork: str, upstream: str, *, branch: str | None = None, from_rev: str | None = None,
          to_rev: str | None = None, config: Config | None = None, config_path: str | None = None,
          fork_branch: str = "main", workdir: str | Path | None = None,
-         progress: Progress | None = None, git_timeout: float | None = None) -> SyncResult:
-    """Plan, then write commit 1 onto a new branch of the local fork. Moves no other ref."""
+         progress: Progress | None = None, git_timeout: float | None = None,
+         workflows: bool = True) -> SyncResult:
+    """Plan, then write commit 1 onto a new branch of the local fork. Moves no other ref.
+
+    ``workflows`` as for :func:`plan`.
+    """
     fork_path = Path(fork)
     if _URL.match(fork) or not fork_path.exists():
         raise GitError(f"`sync` writes a branch into a local fork repository; {fork} is not one")
     p, fork_git = _plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
                         config_path=config_path, fork_branch=fork_branch, workdir=workdir,
-                        progress=progress, git_timeout=git_timeout)
+                        progress=progress, git_timeout=git_timeout, workflows=workflows)
     work = Git(p.work_git_dir, timeout=git_timeout)
     branch = branch or f"forksync/sync-{p.cutoff[:10]}-{p.tip[:10]}"
     tree = p.merged_tree

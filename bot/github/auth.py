@@ -56,6 +56,8 @@ class AppAuth:
         # No token provider: every call here passes the App JWT explicitly.
         self._gh = client or GitHubClient(session, base_url=self.base_url, token_provider=None)
         self._tokens: dict[int, _CachedToken] = {}
+        # What each installation's current token may do, as GitHub said when minting it.
+        self._permissions: dict[int, dict[str, str]] = {}
         self._repo_installations: dict[str, int] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self.tokens_minted = 0
@@ -82,6 +84,8 @@ class AppAuth:
             token = str(data["token"])
             expires = _parse_time(data.get("expires_at"), default=self._clock() + 3600)
             self._tokens[installation_id] = _CachedToken(token, expires - TOKEN_REFRESH_MARGIN)
+            self._permissions[installation_id] = {
+                str(k): str(v) for k, v in (data.get("permissions") or {}).items()}
             self.tokens_minted += 1
             return token
 
@@ -89,6 +93,13 @@ class AppAuth:
         if installation_id is None:
             raise AuthError("App mode needs an installation id to act on a repository")
         return await self.installation_token(installation_id)
+
+    async def permission(self, installation_id: int, name: str) -> str:
+        """The level (``read``, ``write``, or ``none``) of one permission of the token a job
+        gets now: a token keeps the permissions it was minted with, so a grant made later
+        counts from the next token on."""
+        await self.installation_token(installation_id)
+        return self._permissions.get(installation_id, {}).get(name, "none")
 
     async def installation_for_repo(self, full_name: str) -> int:
         """The installation id of this App on ``owner/repo``; AuthError if not installed."""
@@ -111,6 +122,7 @@ class AppAuth:
     def forget(self, installation_id: int) -> None:
         """Drop a cached token (e.g. after GitHub answered 401 with it)."""
         self._tokens.pop(installation_id, None)
+        self._permissions.pop(installation_id, None)
 
 
 class StaticToken:

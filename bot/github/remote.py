@@ -39,6 +39,16 @@ class PushRejected(GitError):
             f"(expected {was}); {detail}"))
 
 
+class WorkflowsRefused(GitError):
+    """GitHub refused the push: it changes a workflow file, and the App lacks the permission."""
+
+    def __init__(self, branch: str, reason: str) -> None:
+        super().__init__(
+            f"GitHub refused the push to {branch}: {reason}. Grant the App the Workflows "
+            "permission (docs/APP.md), or keep the fork's workflow files with the policy "
+            "`{paths: ['.github/workflows/**'], action: skip}`.")
+
+
 def auth_env(token: str | None) -> dict[str, str]:
     """Environment that makes git send ``Authorization: Basic x-access-token:TOKEN``."""
     if not token:
@@ -103,8 +113,13 @@ def push_with_lease(git_dir: str | Path, url: str, local_sha: str, branch: str,
     if "stale info" in out or "stale info" in err or "(fetch first)" in out:
         line = next((ln for ln in out.splitlines() if ln.startswith("!")), "rejected")
         raise PushRejected(branch, expected_remote_sha, _mask(line.strip(), token))
-    raise GitError(_mask(f"pushing {branch} to {url}: " + Git.describe_failure(
-        ["push"], proc.returncode, proc.stderr), token))
+    # The server's reason is on the porcelain "!" line: "[remote rejected] (reason)".
+    reason = next((m.group(1) for ln in out.splitlines() if ln.startswith("!")
+                   and (m := re.search(r"\((.+)\)\s*$", ln))), None)
+    if reason is not None and "`workflows` permission" in reason:
+        raise WorkflowsRefused(branch, _mask(reason, token))
+    raise GitError(_mask(f"pushing {branch} to {url}: " + (f"{reason}; " if reason else "")
+                         + Git.describe_failure(["push"], proc.returncode, proc.stderr), token))
 
 
 def ls_remote(url: str, token: str | None, *patterns: str) -> dict[str, str]:

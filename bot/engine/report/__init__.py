@@ -14,6 +14,8 @@ signatures are kept stable:
   ``warning_annotations(plan) -> list[annotation]``: the check run.
 - ``group_items(plan, *, skip) -> list[Group]``: items grouped (by upstream PR and shape)
   and ranked, each group with its recommended action and one ``/sync answer`` command.
+- ``workflow_changes(plan, ids=None) -> list[str]``: upstream's changes to workflow files
+  kept as the fork has them (no Workflows permission), with diffs, for the body and check.
 
 Every body and comment stays within ``BODY_LIMIT`` with fences and ``<details>`` closed.
 """
@@ -46,6 +48,7 @@ from bot.engine.report.limits import (
     fence,
     is_balanced,
 )
+from bot.engine.report.workflows import workflow_changes
 
 __all__ = [
     "BEGIN", "BODY_LIMIT", "CHECK_SUMMARY_LIMIT", "END", "SIDE_LIMIT", "STATUS_ORDER", "TIERS",
@@ -53,5 +56,5 @@ __all__ = [
     "id_ranges", "is_balanced", "merge_body", "needs_overflow", "open_items", "recommend",
     "render_body", "render_check_output", "render_comment", "render_json", "render_markdown",
     "render_review_comment", "render_section", "tip_reason", "warning_annotations",
-    "who_deleted",
+    "who_deleted", "workflow_changes",
 ]

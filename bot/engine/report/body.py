@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.engine.report.groups import Group, group_items, id_ranges, recommend
 from bot.engine.report.limits import BODY_LIMIT, balanced_cut
+from bot.engine.report.workflows import WORKFLOW_DIFF_LIMIT, workflow_changes
 
 BEGIN = "<!-- forksync:begin -->"
 END = "<!-- forksync:end -->"
@@ -327,7 +328,9 @@ def render_section(plan: Json, *, resolved: set[str] | None = None,
               note: list[str]) -> list[list[str]]:
         return [_header(plan, behind, posted, one_click), note, _counts(plan), _warnings(plan),
                 _decisions(plan, resolved, answers, compact),
-                _checklist(plan, resolved, answers), _unanchored(unanchored or []),
+                _checklist(plan, resolved, answers),
+                workflow_changes(plan, limit=2_000 if compact else WORKFLOW_DIFF_LIMIT),
+                _unanchored(unanchored or []),
                 _paths(plan, paths), _upstream_prs(plan, window)]
 
     text = _join(parts(False, None, LIST_LIMIT, []))

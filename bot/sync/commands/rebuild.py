@@ -55,6 +55,7 @@ class _Inputs:
     fork_main: str
     config: Config
     upstream_git: str
+    workflows: bool  # the push may change workflow files (the App's Workflows permission)
 
 
 async def rebuild(run: Runner, command: Extend | Refresh) -> str:
@@ -82,7 +83,8 @@ async def rebuild(run: Runner, command: Extend | Refresh) -> str:
     recorded = await _record(run, branch, old_plan)  # 1.
     result, plan_json = await _merge(run, branch, inputs, tip, old_plan)  # 2.
     commit1 = str(result.commit)
-    replay, head = await _replay(run, command, branch, plan_json, commit1, old_plan)  # 3.
+    replay, head = await _replay(run, command, branch, plan_json, commit1, old_plan,
+                                 inputs.workflows)  # 3.
     show_earlier(plan_json, old_plan, replay.earlier, refresh=isinstance(command, Refresh))
 
     # 4. Remember the new heads before pushing, then push over the head just read.
@@ -128,7 +130,8 @@ async def _fetch_inputs(run: Runner, branch: Branch, old_plan: dict[str, Any]) -
     await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
                             [f"+refs/heads/{upstream_branch}:refs/heads/{upstream_branch}"],
                             branch.token)
-    return _Inputs(fork_branch, fork_main, config, upstream_git)
+    return _Inputs(fork_branch, fork_main, config, upstream_git,
+                   await run.ctx.may_write_workflows(run.req.installation_id))
 
 
 async def _extend_tip(command: Extend, up: Git, upstream_branch: str, old_tip: str) -> str:
@@ -175,7 +178,7 @@ async def _merge(run: Runner, branch: Branch, inputs: _Inputs, tip: str,
         engine_sync, git.git_dir, inputs.upstream_git, to_rev=tip, config=inputs.config,
         fork_branch=inputs.fork_branch, branch=_LOCAL_WORK_BRANCH,
         workdir=str(run.ctx.settings.data_dir / "work"),
-        git_timeout=run.ctx.settings.git_timeout_seconds)
+        git_timeout=run.ctx.settings.git_timeout_seconds, workflows=inputs.workflows)
     plan_json: dict[str, Any] = result.plan.to_json()
     if plan_json["cutoff"] != old_plan["cutoff"]:
         raise CommandFailed(
@@ -186,15 +189,15 @@ async def _merge(run: Runner, branch: Branch, inputs: _Inputs, tip: str,
 
 
 async def _replay(run: Runner, command: Extend | Refresh, branch: Branch,
-                  plan_json: dict[str, Any], commit1: str,
-                  old_plan: dict[str, Any]) -> tuple[Replayed, str]:
+                  plan_json: dict[str, Any], commit1: str, old_plan: dict[str, Any],
+                  workflows: bool) -> tuple[Replayed, str]:
     """3. Replay the resolutions, and carry people's other edits over; returns the head."""
     sync = run.sync
     git = branch.git
     replay = await asyncio.to_thread(
         replay_onto, git, plan_json, commit1, dict(sync["rerere"]), old_commit=sync["commit"],
         old_head=branch.head, hunks=dict(sync.get("rerere_hunks", {})),
-        old_sizes=marker_sizes(old_plan))
+        old_sizes=marker_sizes(old_plan), workflows=workflows)
     # Commits people pushed are never dropped from the branch: then the replay commit
     # also has the old head as a parent, and the push is a fast-forward.
     people = await asyncio.to_thread(gitops.commits_by_people, git, sync["commit"],
@@ -383,6 +386,10 @@ def file_notes(recorded: Recorded, replay: Replayed, old_head: str) -> dict[str,
         notes.setdefault(path, []).append(
             f"edits overlap the new merge and were **not** carried over (compare with "
             f"`{old_head[:12]}`)")
+    for path in replay.workflow_files:
+        notes.setdefault(path, []).append(
+            "a workflow file, which forksync may not change without the Workflows "
+            f"permission: your edit stays in the history (`{old_head[:12]}`), to push again")
     for path in recorded.unplaced:
         notes.setdefault(path, []).append(
             "some resolutions could not be recorded because the lines around them changed "

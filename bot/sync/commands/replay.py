@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine import rerere
+from bot.engine.classify import is_workflow
 from bot.engine.git import Git
 from bot.engine.markers import MARKER_SIZE, Verdict
 from bot.engine.markers import scan as scan_markers
@@ -70,13 +71,16 @@ class Replayed:
     # new hunk key -> a resolution of the same spot that the new merge changed again
     earlier: dict[str, rerere.Earlier] = field(default_factory=dict)
     changed_again: dict[str, int] = field(default_factory=dict)  # path -> such regions
+    # workflow files people changed, not carried: without the Workflows permission GitHub
+    # refuses a push that changes them (their commits keep the edit)
+    workflow_files: list[str] = field(default_factory=list)
     kept_history: bool = False  # the old head is a parent of the new head
 
 
 def replay_onto(git: Git, plan_json: dict[str, Any], commit1: str,
                 resolutions: dict[str, str], *, old_commit: str, old_head: str,
                 hunks: dict[str, dict[str, str]] | None = None,
-                old_sizes: dict[str, int] | None = None) -> Replayed:
+                old_sizes: dict[str, int] | None = None, workflows: bool = True) -> Replayed:
     """Replay recorded resolutions onto the new commit 1, and carry over other edits.
 
     A region whose hunk was resolved before gets that resolution back. A region the new
@@ -111,6 +115,9 @@ def replay_onto(git: Git, plan_json: dict[str, Any], commit1: str,
     changed = [p for p in git.text("diff", "--name-only", "-z", "--no-renames", old_commit,
                                    old_head, "--").split("\0") if p]
     for path in changed:
+        if not workflows and is_workflow(path):
+            out.workflow_files.append(path)
+            continue
         _carry(git, path, resolutions, old_commit, old_head, commit1, replayed,
                (old_sizes or {}).get(path, MARKER_SIZE), sizes.get(path, MARKER_SIZE), out)
     out.files = replayed

@@ -132,8 +132,11 @@ class Runner:
     async def push(self, branch: Branch, commit: str) -> None:
         remember_pushed(self.state, commit)
         await self.save()
-        await asyncio.to_thread(remote.push_with_lease, branch.git.git_dir, branch.url, commit,
-                                self.sync["branch"], branch.head, branch.token)
+        try:
+            await asyncio.to_thread(remote.push_with_lease, branch.git.git_dir, branch.url,
+                                    commit, self.sync["branch"], branch.head, branch.token)
+        except remote.WorkflowsRefused as exc:
+            raise CommandFailed(str(exc)) from None
         self.sync["head"] = commit
         await self.save()
 

@@ -36,6 +36,12 @@ async def push(run: RunContext) -> bool:
             await asyncio.to_thread(remote.push_with_lease, repos.fork_git, repos.fork_url,
                                     commit, branch, head, token)
             return True
+        except remote.WorkflowsRefused as exc:
+            # Trying again cannot help until someone grants the permission: say so once.
+            await report_error(run.gh, run.fork, repos.fork_main, "forksync could not push",
+                               str(exc))
+            await run.save()
+            return False
         except remote.PushRejected:
             head = await asyncio.to_thread(remote.remote_head, repos.fork_url, branch, token)
             if head == commit:

@@ -60,9 +60,12 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
     if cutoff is not None and await asyncio.to_thread(_up_to_date, repos, cutoff, tip_sha):
         await run.save()
         return run.result("up-to-date")
+    # Without the Workflows permission GitHub refuses a push that changes a workflow
+    # file: the merge then keeps the fork's and lists upstream's changes to port by hand.
+    workflows = await run.ctx.may_write_workflows(run.state.get("installation_id"))
     try:
         plan_json, commit, report_path = await _run_engine(
-            run.ctx.settings, repos, config, tip_sha, cutoff)
+            run.ctx.settings, repos, config, tip_sha, cutoff, workflows)
     except ForksyncError as exc:
         # The engine works on local repositories only, so most of its errors do not go
         # away by retrying: people must act (fix the config, name the cutoff). Say so on
@@ -108,11 +111,13 @@ def _up_to_date(repos: Repos, cutoff: str, tip_sha: str) -> bool:
 
 
 async def _run_engine(settings: Settings, repos: Repos, config: Config, tip_sha: str,
-                      cutoff: str | None) -> tuple[dict[str, Any], str, str | None]:
+                      cutoff: str | None, workflows: bool
+                      ) -> tuple[dict[str, Any], str, str | None]:
     Git(repos.fork_git).run("update-ref", "-d", f"refs/heads/{_LOCAL_WORK_BRANCH}")
     result = await asyncio.to_thread(
         engine_sync, repos.fork_git, repos.upstream_git, from_rev=cutoff, to_rev=tip_sha,
         config=config, fork_branch=repos.fork_branch, branch=_LOCAL_WORK_BRANCH,
-        workdir=str(settings.data_dir / "work"), git_timeout=settings.git_timeout_seconds)
+        workdir=str(settings.data_dir / "work"), git_timeout=settings.git_timeout_seconds,
+        workflows=workflows)
     plan_json: dict[str, Any] = result.plan.to_json()
     return plan_json, result.commit, result.report_path
