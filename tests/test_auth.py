@@ -38,6 +38,8 @@ class FakeGitHubApps:
     minted: int = 0
     lifetime: float = 3600.0
     installed: dict[str, int] = field(default_factory=lambda: {"o/fork": 99})
+    # What GitHub says each minted token may do (changed by a test: "a grant made later").
+    permissions: dict[str, str] = field(default_factory=lambda: {"contents": "write"})
 
     def check_jwt(self, request: web.Request) -> None:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
@@ -52,7 +54,8 @@ class FakeGitHubApps:
         expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=self.lifetime)
         return web.json_response({
             "token": f"ghs_minted{self.minted}_for_{request.match_info['id']}",
-            "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}, status=201)
+            "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "permissions": dict(self.permissions)}, status=201)
 
     async def repo_installation(self, request: web.Request) -> web.Response:
         self.check_jwt(request)
@@ -125,3 +128,20 @@ async def test_static_token() -> None:
     assert await static.token_for() == "ghp_secret_value"
     assert await static.token_for(5) == "ghp_secret_value"
     assert "secret" not in repr(static)
+
+
+async def test_a_tokens_permissions_are_those_it_was_minted_with(
+        fake: FakeGitHubApps, keypair: tuple[str, str]) -> None:
+    clock = {"now": time.time()}
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(APP_ID, keypair[0], fake.url, session, clock=lambda: clock["now"])
+        assert await auth.permission(7, "workflows") == "none"
+        assert await auth.permission(7, "contents") == "write"
+        # Granted later: the cached token still cannot, as on GitHub, until the next one.
+        fake.permissions["workflows"] = "write"
+        assert await auth.permission(7, "workflows") == "none" and fake.minted == 1
+        clock["now"] += 3600
+        assert await auth.permission(7, "workflows") == "write" and fake.minted == 2
+        auth.forget(7)
+        fake.permissions.pop("workflows")
+        assert await auth.permission(7, "workflows") == "none"

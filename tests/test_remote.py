@@ -17,6 +17,7 @@ from bot.engine.git import Git, clean_env
 from bot.errors import GitError
 from bot.github.remote import (
     PushRejected,
+    WorkflowsRefused,
     auth_env,
     ensure_mirror,
     fetch,
@@ -118,6 +119,33 @@ async def test_push_then_fetch_over_http_with_the_token(git_http: GitHTTP, mirro
     for git_dir in (mirror, other):
         config = (Path(git_dir) / "config").read_text()
         assert TOKEN not in config and "extraHeader" not in config
+
+
+async def test_a_push_github_refuses_for_a_workflow_file_says_which_and_what_to_do(
+        git_http: GitHTTP, mirror: str, tmp_path: Path) -> None:
+    from tests.sim.workflows import guard_config, install_hook
+
+    server = git_http.root / "o" / "r.git"
+    for key, value in guard_config(install_hook(tmp_path / "hooks")):
+        Git(server).run("config", key, value)
+    git = Git(mirror)
+    blob = git.hash_blobs([b"on: push\n"])[0]
+    workflows = git.text("mktree", input=f"100644 blob {blob}\tci.yml\n".encode()).strip()
+    github = git.text("mktree", input=f"040000 tree {workflows}\tworkflows\n".encode()).strip()
+    root = git.text("mktree", input=f"040000 tree {github}\t.github\n".encode()).strip()
+    sha = git.commit_tree(root, [], "CI")
+    url = f"{git_http.url}/o/r.git"
+    with pytest.raises(WorkflowsRefused) as info:
+        await asyncio.to_thread(push_with_lease, mirror, url, sha, "forksync/sync", None, TOKEN)
+    message = str(info.value)
+    assert ("refusing to allow a GitHub App to create or update workflow "
+            "`.github/workflows/ci.yml` without `workflows` permission") in message
+    assert "Grant the App the Workflows permission" in message and TOKEN not in message
+    assert server_head(git_http, "forksync/sync") is None
+    # A push that leaves workflow files alone goes through the same guard.
+    plain = commit(mirror, "plain")
+    await asyncio.to_thread(push_with_lease, mirror, url, plain, "forksync/sync", None, TOKEN)
+    assert server_head(git_http, "forksync/sync") == plain
 
 
 async def test_lease_lets_the_bot_move_its_own_head(git_http: GitHTTP, mirror: str) -> None:

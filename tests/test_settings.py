@@ -148,3 +148,14 @@ def test_database_commands_need_no_credentials() -> None:
     s = Settings.from_env({"FORKSYNC_DATABASE_URL": "postgres://db/forksync"},
                           credentials=False)
     assert s.database_url == "postgres://db/forksync" and s.token is None
+
+
+def test_token_mode_may_be_told_its_token_writes_workflow_files() -> None:
+    from bot.app.settings import Settings, SettingsError
+
+    base = {"FORKSYNC_TOKEN": "t"}
+    assert Settings.from_env(base).token_writes_workflows is False  # GITHUB_TOKEN never can
+    assert Settings.from_env({**base, "FORKSYNC_WORKFLOWS": "write"}).token_writes_workflows
+    assert not Settings.from_env({**base, "FORKSYNC_WORKFLOWS": "none"}).token_writes_workflows
+    with pytest.raises(SettingsError, match=r"^FORKSYNC_WORKFLOWS: expected `write`"):
+        Settings.from_env({**base, "FORKSYNC_WORKFLOWS": "yes"})
