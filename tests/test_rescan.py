@@ -213,6 +213,23 @@ def test_markers_pushed_into_a_file_outside_the_plan_fail_too() -> None:
     assert check_output(plan(), result.remaining)[0] == "failure"
 
 
+def test_a_conflicted_file_moved_out_of_the_plan_keeps_its_larger_markers_visible() -> None:
+    # The plan merged docs/a.md with 8-character markers; someone `git mv`s it unresolved.
+    commit_1 = ("Title\n=======\n<<<<<<<< ours\nours\n|||||||| upstream@0123456789ab\n"
+                "base\n========\ntheirs\n>>>>>>>> theirs\n")
+    item = conflict_item(commit_1, path="docs/a.md", size=8)
+    result = scan(plan(("docs/a.md", [item], 8)), {"docs/a.md": commit_1},
+                  {"docs/a.md": None, "docs/b.md": commit_1}, answers={},
+                  other_paths=["docs/b.md"])
+    assert [(r.path, r.start_line, r.end_line, r.marker) for r in result.remaining] == [
+        ("docs/b.md", 3, 9, True)]
+    # Its setext underline at git's default size is no marker at all.
+    moved_resolved = "Title\n=======\nours\n"
+    assert scan(plan(("docs/a.md", [item], 8)), {"docs/a.md": commit_1},
+                {"docs/a.md": None, "docs/b.md": moved_resolved}, answers={},
+                other_paths=["docs/b.md"]).remaining == []
+
+
 # -- whole-file items tick only on one of their answers ------------------------------------
 
 

@@ -36,6 +36,7 @@ from bot.engine.markers import (
     Verdict,
     bot_marker,
     find_marker_regions,
+    marker_runs,
     region_marker_lines,
     split_lines,
 )
@@ -142,8 +143,14 @@ def scan(plan_json: dict[str, Any], commit_files: Mapping[str, str | None],
         _scan_file(f["path"], marker_size_of(f), f.get("review_items", []), commit_files,
                    head_files, said, entries or {}, questions, result)
     planned = {f["path"] for f in plan_json.get("files", [])}
+    sizes = {marker_size_of(f) for f in plan_json.get("files", [])} - {MARKER_SIZE}
     for path in sorted(set(other_paths) - planned):
-        _scan_file(path, MARKER_SIZE, [], commit_files, head_files, said, {}, questions, result)
+        # A file people moved or copied from a conflicted one keeps that file's larger
+        # markers: read it at the largest such size its lines use (7 is read too).
+        text = head_files.get(path) or ""
+        used = marker_runs(text.encode("utf-8", "surrogateescape")) & sizes
+        _scan_file(path, max(used, default=MARKER_SIZE), [], commit_files, head_files, said,
+                   {}, questions, result)
     return result
 
 
