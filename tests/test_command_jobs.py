@@ -19,6 +19,7 @@ import pytest
 from bot.app.settings import Settings
 from bot.app.store import Store
 from bot.engine.git import BOT_NAME, Git
+from bot.engine.markers import scan
 from bot.engine.rerere import has_markers, parse_regions
 from bot.github import checks, remote
 from bot.sync.commands.answer import validate_answer
@@ -304,6 +305,45 @@ async def test_status_after_a_rescan(live: Live) -> None:
     assert "Up to date with upstream" in reply
 
 
+async def test_status_counts_marker_lines_outside_a_region_and_never_says_it_passes(
+        live: Live) -> None:
+    state = live.state()
+    state["sync"]["remaining"] = [
+        {"path": PATH, "id": "Q1", "start_line": 6, "end_line": 6, "marker": True,
+         "orphan": True, "texts": ["||||||| upstream@0123"]},
+        {"path": "docs/a.md", "id": "M1", "start_line": 3, "end_line": 3, "marker": False,
+         "orphan": True, "texts": ["<<<<<<< HEAD"]}]
+    save_fork_state(live.ctx.store, FORK, state)
+    await live.comment("/sync status")
+    reply = live.replies()[0]
+    assert ("Conflict marker lines outside any complete region: **1**; to confirm as content "
+            "or remove: M1 (in `docs/a.md` and `vime/calc.py`).") in reply
+    assert "Open questions: **0**" in reply and "check passes" not in reply
+
+
+async def test_a_marker_like_line_answered_content_leaves_the_check(
+        live: Live, no_check_runs: None) -> None:
+    state = live.state()
+    state["sync"]["remaining"] = [
+        {"path": "docs/a.md", "id": "M1", "start_line": 3, "end_line": 3, "marker": False,
+         "orphan": True, "texts": ["<<<<<<< HEAD"]},
+        {"path": "docs/a.md", "id": "M2", "start_line": 9, "end_line": 9, "marker": False,
+         "orphan": True, "texts": ["<<<<<<< HEAD"]}]
+    save_fork_state(live.ctx.store, FORK, state)
+    await live.comment("/sync answer M1 maybe", comment_id=502)
+    assert "answer `/sync answer M1 content`" in live.replies()[-1]
+    await live.comment("/sync answer M3 content", comment_id=503)
+    assert "asks nothing as M3" in live.replies()[-1]
+    await live.comment("/sync answer m1 content", comment_id=504)
+    assert "Recorded **M1**: `docs/a.md` L3 is content" in live.replies()[-1]
+    sync = live.sync()
+    assert sync["content_lines"] == {"docs/a.md": ["<<<<<<< HEAD"]}
+    # The same text on another line is content too: nothing is left for the check.
+    assert sync["remaining"] == []
+    check = live.gh.sent("POST", f"/repos/{FORK}/check-runs")[-1].data
+    assert check["conclusion"] == "success"
+
+
 # -- answer ---------------------------------------------------------------------------------
 
 
@@ -430,6 +470,32 @@ async def test_resolve_a_file_that_is_done_changes_nothing(live: Live) -> None:
     await live.comment("/sync resolve vime/calc.py ours", comment_id=502)
     assert live.head == head
     assert "has no conflict markers left" in live.replies()[0]
+
+
+async def test_resolve_on_a_region_that_lost_its_first_line_says_where_it_is(
+        live: Live) -> None:
+    text = live.file(live.commit)
+    first, _ = parse_regions(text)
+    lines = text.splitlines(keepends=True)
+    del lines[first.start]  # someone deleted only the <<<<<<< line of the first region
+    broken = "".join(lines)
+    live.person_commits({PATH: broken})
+    strays = [o.line for o in scan(broken, reference=text).orphans]
+    assert len(strays) == 3
+    where = f"({', '.join(f'L{n}' for n in strays)})"
+    # The intact region is resolved; the reply says where the broken one is.
+    await live.comment("/sync resolve vime/calc.py ours", comment_id=502)
+    reply = live.replies()[-1]
+    assert "Resolved 1 conflict region" in reply
+    assert "also has conflict marker lines outside any complete region" in reply
+    assert where in reply and "Fix it by hand" in reply
+    # With nothing else left, the command fails and says so, rather than "nothing to do".
+    head = live.head
+    await live.comment("/sync resolve vime/calc.py theirs", comment_id=503)
+    assert live.head == head
+    reply = live.replies()[-1]
+    assert "`vime/calc.py` has conflict marker lines outside any complete region" in reply
+    assert where in reply and "nothing to change" not in reply
 
 
 async def test_resolve_suggested_names_the_items_without_a_suggestion(live: Live) -> None:

@@ -285,7 +285,8 @@ def test_the_other_side_or_a_deletion_ticks_and_an_answer_must_hold() -> None:
     # ... and an answer the file does not match keeps the item open, saying so.
     resolved, messages = whole_scan(MINE, FORK_PNG, answers={"Q1": "theirs", "Q2": "theirs"})
     assert resolved == []
-    assert "answered theirs, but `vime/gone.py` is not theirs's version" in messages[0]
+    assert "answered `theirs`, but `vime/gone.py` is not upstream's version any more" in \
+        messages[0]
 
 
 def test_a_new_blob_ticks_only_once_confirmed_and_only_while_it_stays() -> None:

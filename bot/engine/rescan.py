@@ -310,8 +310,10 @@ def _whole_file(item: dict[str, Any], entries: tuple[TreeEntry, TreeEntry] | Non
                 resolved.append(item_id)
                 result.resolutions[item_id] = str(answer)
                 return
-            why = (f"answered {answer}, but `{path}` is not {answer}'s version now; put it "
-                   f"back, or answer again ({how})")
+            now = ("deleted" if sides[answer] is None
+                   else "the fork's version" if answer == "ours" else "upstream's version")
+            why = (f"answered `{answer}`, but `{path}` is not {now} any more; put it back, "
+                   f"or answer again ({how})")
         elif answer == CONFIRM and item_id in said.confirmed:
             if same_entry(at_head, said.confirmed[item_id]):
                 resolved.append(item_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bot.engine import rerere
+from bot.engine import markers, rerere
 from bot.engine.git import Git
 from bot.engine.markers import MARKER_SIZE
 from bot.engine.model import marker_sizes
@@ -66,7 +66,15 @@ async def resolve_regions(run: Runner, path: str, side: str,
         await run.record_answer(plan_json, item["id"], side,
                                 check=run.sync.get("head") == branch.head)
         return extra
+    # A region missing one of its lines cannot be given a side: say where it is.
+    strays = [o.line for o in markers.scan(at_head, size, reference=at_commit).orphans
+              if o.verdict is markers.Verdict.MARKER]
+    broken = (f"conflict marker lines outside any complete region at `{branch.head[:12]}` "
+              f"({', '.join(f'L{n}' for n in strays[:10])}): a region lost one of its lines. "
+              "Fix it by hand: remove those lines, or restore the whole region.")
     if not targets:
+        if strays:
+            raise CommandFailed(f"`{path}` has {broken}")
         what = f" for {', '.join(sorted(only))}" if only else ""
         return (f"\n\n`{path}` has no conflict markers left{what} at "
                 f"`{branch.head[:12]}`; nothing to change.")
@@ -93,7 +101,8 @@ async def resolve_regions(run: Runner, path: str, side: str,
     regions_word = "region" if count == 1 else "regions"
     return (f"\n\nResolved {count} conflict {regions_word} in `{path}` with **{side}**"
             + (f" ({', '.join(ids)})" if ids else "")
-            + f" in {commit[:12]}. The checklist and the check update after the rescan.")
+            + f" in {commit[:12]}. The checklist and the check update after the rescan."
+            + (f" `{path}` also has {broken}" if strays else ""))
 
 
 async def resolve_items(run: Runner, by_path: dict[str, set[str]], side: str) -> str:
