@@ -89,11 +89,16 @@ async def rebuild(run: Runner, command: Extend | Refresh) -> str:
 
     # 4. Remember the new heads before pushing, then push over the head just read.
     answers, dropped = migrate_answers(old_plan, plan_json, dict(sync.get("answers", {})))
+    # A confirmed whole file follows its item to the new id (it stays confirmed only while
+    # the file is that very blob, which the rescan checks).
+    confirmed = dict(sync.get("confirmed", {}))
+    moved, _ = migrate_answers(old_plan, plan_json, {k: k for k in confirmed})
     reply = rebuild_text(command, old_plan, plan_json, recorded, replay, branch.head, head,
                          dropped)
     pending = {
         "head": head, "commit": commit1, "tip": plan_json["tip"], "ours": inputs.fork_main,
         "window_label": plan_json.get("window_label"), "answers": answers,
+        "confirmed": {new_id: confirmed[old_id] for new_id, old_id in moved.items()},
         "report_path": result.report_path,
         "plan_file": await asyncio.to_thread(save_plan, run.ctx.settings, run.req.fork,
                                              commit1, plan_json),
