@@ -331,6 +331,12 @@ def show_earlier(plan_json: dict[str, Any], old_plan: dict[str, Any],
             item["earlier"] = {"text": found.text, "how": found.how, "applies": found.applies,
                                "prs": new_prs, "note": note}
             if found.applies:
+                # A proposal a person already made: to confirm, not to decide anew.
+                tiers = plan_json.setdefault("summary", {}).setdefault("tiers", {})
+                if item.get("tier") == "Decide" and tiers.get("Decide"):
+                    tiers["Decide"] -= 1
+                    tiers["Confirm"] = tiers.get("Confirm", 0) + 1
+                    item["tier"] = "Confirm"
                 item["suggestion"] = found.text
                 item["question"] = (f"{note} The suggestion keeps your earlier resolution; "
                                     "commit it, or decide anew.")
