@@ -23,6 +23,8 @@ from bot.engine.mergetalk import describe
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
 from bot.engine.suggest import propose_region, propose_whole_file
 from bot.engine.translate import Translator
+from bot.engine.wholefile import whole_file_choices, whole_file_question
+from bot.engine.workflows import WORKFLOW_NOTE, WORKFLOWS_POLICY, is_workflow, workflow_item
 
 _BINARY_SNIFF = 8000
 _History = list[attribute.CommitDiff]
@@ -49,16 +51,6 @@ class _Path:
     upstream_old: str | None = None
     items: list[ReviewItem] = field(default_factory=list)
     renamed_by_merge: bool = False  # the fork has it elsewhere; rename detection found it
-
-
-WORKFLOWS_DIR = ".github/workflows/"
-WORKFLOWS_POLICY = "workflows"  # FileResult.policy of a workflow file kept as the fork has it
-
-
-def is_workflow(fork_path: str | None) -> bool:
-    """A GitHub Actions workflow file: GitHub refuses an App's push that changes one unless
-    the App has the Workflows permission."""
-    return fork_path is not None and fork_path.startswith(WORKFLOWS_DIR)
 
 
 class Classifier:
@@ -253,20 +245,12 @@ class Classifier:
             if self._entry(self.raw, path) != ours or conflicted:
                 edits[path] = ours
                 changed = True
-        note = "workflow file: kept as the fork has it (no Workflows permission)"
         if not changed:
-            return FileResult(p.fork, p.upstream, Status.UNCHANGED, [], WORKFLOWS_POLICY, note)
-        item = ReviewItem(
-            id="", kind=ItemKind.MANUAL, path=p.fork, upstream_path=p.upstream,
-            tier=Tier.DECIDE,
-            reason="forksync may not change workflow files: the App has no Workflows "
-                   "permission, so GitHub would refuse the push. The file stays as the fork "
-                   "has it; upstream's change is below, to port by hand",
-            theirs=self._translated_diff(p),
-            question="Port upstream's change to this workflow file by hand (your own push "
-                     "may change it), then answer `done`; or `skip` to leave it out.",
-            choices=["done", "skip"])
-        return FileResult(p.fork, p.upstream, Status.SKIPPED, [item], WORKFLOWS_POLICY, note)
+            return FileResult(p.fork, p.upstream, Status.UNCHANGED, [], WORKFLOWS_POLICY,
+                              WORKFLOW_NOTE)
+        item = workflow_item(p.fork, p.upstream, self._translated_diff(p))
+        return FileResult(p.fork, p.upstream, Status.SKIPPED, [item], WORKFLOWS_POLICY,
+                          WORKFLOW_NOTE)
 
     def _status(self, p: _Path, result: Entry | None, ours: Entry | None) -> Status:
         if p.change == "R":
@@ -508,30 +492,6 @@ class Classifier:
         if self._tip_tree_oid is None:
             self._tip_tree_oid = commit_tree_oid(self.cat, self.tip)
         return self._tip_tree_oid
-
-
-def whole_file_choices(sides: dict[str, Entry | None], merged: Entry | None) -> str:
-    """What each choice of a whole-file item means, and what commit 1 holds."""
-    def meaning(side: str, entry: Entry | None) -> str:
-        who = "the fork" if side == "ours" else "upstream"
-        if entry is None:
-            return f"{who} deleted this file"
-        if entry.mode == MODE_SYMLINK:
-            return f"{who}'s symlink"
-        if entry.mode == MODE_GITLINK:
-            return f"{who}'s submodule commit"
-        return f"{who}'s version" if side == "theirs" else "the fork's version"
-
-    held = next((meaning(side, e) for side, e in sides.items() if e == merged), None)
-    holds = "no file" if merged is None else held or "a version of neither side"
-    choices = "; ".join(f"{side}: {meaning(side, e)}" for side, e in sides.items())
-    return (f"Commit 1 holds {holds}. Choose {choices}; or confirm: the file as it is on the "
-            "branch when you answer. The item closes only when the file is what you chose.")
-
-
-def whole_file_question(sides: dict[str, Entry | None], merged: Entry | None) -> str:
-    """What a whole-file item with no proposal asks."""
-    return f"git could not merge this file line by line. {whole_file_choices(sides, merged)}"
 
 
 def _entry_json(entry: Entry | None) -> dict[str, str] | None:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine import rerere
-from bot.engine.classify import is_workflow
 from bot.engine.git import Git
 from bot.engine.markers import MARKER_SIZE, Verdict
 from bot.engine.markers import scan as scan_markers
 from bot.engine.model import marker_sizes
+from bot.engine.workflows import is_workflow
 from bot.sync.commands.gitops import decode, encode, read_bytes, read_many, read_text
 
 
