@@ -6,6 +6,7 @@ what keeps the ``forksync`` check failing, then renders the check from that.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -319,3 +320,32 @@ def test_the_title_says_behind_upstream_whether_the_check_passes_or_not() -> Non
         files, [Remaining("vime/a.py", "Q1", 2, 8, "Q1")], behind=1)
     assert conclusion == "failure" and title.endswith("· behind upstream by 1 PR")
     assert summary.startswith("**Behind upstream by 1 PR**")
+
+
+# -- every way to leave a region half-deleted ------------------------------------------------
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n"], ids=["lf", "crlf"])
+@pytest.mark.parametrize("size", [7, 8])
+def test_no_subset_of_a_regions_marker_lines_left_behind_passes(eol: str, size: int) -> None:
+    # Delete any subset of the four marker lines (with or without edits of the sides and
+    # lines added above): the check passes only when all four are gone. The last hole
+    # found this way: a lone `=======` where the region stood (the scanner alone cannot
+    # tell it from a setext underline; the region's place can).
+    def marker(char: str, label: str = "") -> str:
+        return char * size + (f" {label}" if label else "")
+
+    lines = ["intro", marker("<", "ours"), "ours line", marker("|", "upstream@0123456789ab"),
+             "base line", marker("="), "theirs line", marker(">", "theirs"), "outro"]
+    commit_1 = eol.join(lines) + eol
+    files = plan(("a.md", [conflict_item(commit_1, "a.md", size=size)], size))
+    for k in range(5):
+        for dropped in itertools.combinations((1, 3, 5, 7), k):
+            for edited, above in itertools.product((False, True), repeat=2):
+                kept = [("changed " + line if edited and line.endswith(" line") else line)
+                        for i, line in enumerate(lines) if i not in dropped]
+                head = eol.join((["added"] if above else []) + kept) + eol
+                result = scan(files, {"a.md": commit_1}, {"a.md": head}, answers={})
+                done = k == 4
+                assert (result.resolved == ["Q1"]) is done, (dropped, edited, above)
+                assert (result.remaining == []) is done, (dropped, edited, above)

@@ -36,6 +36,7 @@ from bot.engine.markers import (
     Verdict,
     bot_marker,
     find_marker_regions,
+    marker_kind,
     marker_runs,
     region_marker_lines,
     split_lines,
@@ -217,6 +218,8 @@ def _scan_file(path: str, size: int, items: list[dict[str, Any]],
     # 2. Items whose region is gone: resolved, unless marker lines of it stayed behind
     #    (an orphan, or a region the plan does not know, where it stood): then broken.
     unknown = [r for regions in left.values() for r in regions]
+    in_regions = {n for r in (found.regions if found is not None else [])
+                  for n in range(r.start_line, r.end_line + 1)}
     owner: dict[int, str] = {}  # line of a leftover -> the item whose region it was part of
     for item, region in gone:
         span = (new_span(before, after, region.start_line, region.end_line)
@@ -227,6 +230,10 @@ def _scan_file(path: str, size: int, items: list[dict[str, Any]],
             resolved.append(item["id"])
             result.resolutions[item["id"]] = "deleted" if after is None else "edited"
             continue
+        # A lone divider is no orphan to the scanner (it could be a setext underline), but
+        # where this region stood it is a leftover: the merge chose a marker size that no
+        # line of its inputs has, so no line of that shape can be a side's content.
+        orphans += _lone_dividers(after or "", span, size, orphans, in_regions)
         inside = [o.line for o in orphans if span[0] < o.line <= span[1]] + [
             r.start_line for r in unknown if span[0] < r.end_line and r.start_line <= span[1]]
         if inside:
@@ -244,8 +251,20 @@ def _scan_file(path: str, size: int, items: list[dict[str, Any]],
             continue  # a person said these lines are content
         result.remaining.append(_region_remaining(path, r, texts, size, owner.get(r.start_line),
                                                   questions))
-    for o in orphans:
+    for o in sorted(orphans, key=lambda o: o.line):
         result.remaining.append(_orphan_remaining(path, o, owner.get(o.line), questions))
+
+
+def _lone_dividers(text: str, span: tuple[int, int], size: int, known: list[Orphan],
+                   in_regions: set[int]) -> list[Orphan]:
+    """``=======`` lines at ``size`` inside ``span`` (0-based, half-open) that are neither
+    reported yet nor part of a complete region."""
+    seen = {o.line for o in known} | in_regions
+    lines = split_lines(text)
+    return [Orphan(n + 1, MarkerKind.SEP, lines[n].rstrip("\r\n"), size, Verdict.MARKER,
+                   "the divider of a conflict region, left where the region stood")
+            for n in range(span[0], min(span[1], len(lines)))
+            if n + 1 not in seen and marker_kind(lines[n], size) is MarkerKind.SEP]
 
 
 def _text(text: str, line: int) -> str:
