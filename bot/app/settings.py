@@ -261,6 +261,9 @@ ENV_VARS: tuple[EnvVar, ...] = (
            "the longest retry delay"),
     EnvVar("FORKSYNC_GIT_TIMEOUT_SECONDS", f"{_D.git_timeout_seconds:g}",
            "the time limit of one local git process of a job; past it the job fails"),
+    EnvVar("FORKSYNC_WORKFLOWS", "none",
+           "token mode: write if the token may change .github/workflows/ (an App's token "
+           "says so itself)"),
     EnvVar("FORKSYNC_MAX_BODY_BYTES", str(_D.max_body_bytes),
            "larger webhook bodies are refused with 413"),
     EnvVar("FORKSYNC_WORKERS", str(_D.workers), "jobs run at once (one per repository)"),
