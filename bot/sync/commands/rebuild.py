@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 from bot.engine.anchor import PrDiff
 from bot.engine.config import CONFIG_PATH
 from bot.engine.git import Git
-from bot.engine.review import build_delivery, local_diff, plan_items
 from bot.engine.model import marker_sizes
 from bot.engine.rerere import Earlier, hunk_key
+from bot.engine.review import build_delivery, local_diff, plan_items
 from bot.github import remote
 from bot.github.checks import upsert_check_run
 from bot.github.pulls import post_delivery

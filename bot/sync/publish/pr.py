@@ -10,8 +10,8 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.engine.review import pr_section
 from bot.engine.model import conflicts_label
+from bot.engine.review import pr_section
 from bot.github.client import GitHubClient
 from bot.sync.publish.context import RunContext
 
