@@ -347,12 +347,13 @@ def _whole_file(item: dict[str, Any], entries: tuple[TreeEntry, TreeEntry] | Non
             result.resolutions[item_id] = side
             return
         elif same_entry(at_head, at_commit):
-            why = f"`{path}` is still as the merge left it; choose: {how}"
+            why = ""  # as at commit 1: the item's own question says what to choose
         else:
             why = (f"`{path}` is neither side's version; if that is the answer, confirm it "
                    f"with `/sync answer {item_id} {CONFIRM}`")
     result.remaining.append(Remaining(path, item_id, None, None,
-                                      f"{item_message(item)} ({why})", marker=False))
+                                      f"{item_message(item)} ({why})" if why
+                                      else item_message(item), marker=False))
 
 
 def same_entry(a: TreeEntry, b: TreeEntry) -> bool:
