@@ -247,7 +247,7 @@ async def test_without_the_workflows_permission_workflow_changes_are_listed_to_p
     assert world.check(head).conclusion == "failure"
     assert not [r for r in sim.requests if r.kind == "git" and r.status >= 400]
     # vera ports it by hand and says so: the item closes.
-    (q,) = re.findall(rf"- \*\*(Q\d+)\*\* `{re.escape(WORKFLOW)}`", pr.body)
+    (q,) = set(re.findall(rf"\*\*(Q\d+)\*\* `{re.escape(WORKFLOW)}`", pr.body))
     await sim.commit(FORK, pr.head_ref, {WORKFLOW: fork_ci.replace("ubuntu-latest",
                                                                    "ubuntu-24.04")},
                      "Port the CI change", user="vera")

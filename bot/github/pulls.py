@@ -85,19 +85,19 @@ async def post_delivery(gh: GitHubClient, fork: str, number: int, delivery: Deli
     if review_there is None:
         review_there = await review_posted(gh, fork, number, delivery.commit)
     comments = delivery.review.get("comments", [])
-    # A review with no comment in it says nothing the PR body does not: never posted.
-    if not review_there and comments:
+    # A review with no comment and no item in its body (every item has a file comment,
+    # or there is none) says nothing: it is never posted.
+    if not review_there and (comments or delivery.unplaced()):
         try:
             await gh.post(f"{url}/reviews", data=delivery.review)
         except BadRequest as exc:
-            if exc.status_code != 422:
+            if exc.status_code != 422 or not comments:
                 raise
             bad = offending_comments(exc, comments)
             log.warning("%s#%d: review rejected (%s); %d comment(s) left out", fork, number,
                         exc, len(bad))
             delivery = drop_threads(delivery, {delivery.review_index[i] for i in bad})
-            if delivery.review.get("comments"):
-                await gh.post(f"{url}/reviews", data=delivery.review)
+            await gh.post(f"{url}/reviews", data=delivery.review)
     if not delivery.file_comments:
         return delivery
     # Find-or-create by hidden marker, so a resumed run never posts one twice.
