@@ -320,8 +320,10 @@ class Classifier:
                 prop = propose_whole_file("fork" if deleted == ["ours"] else "upstream")
                 return [ReviewItem(
                     id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
-                    tier=prop.tier, reason=" ".join([*sentences, prop.reason]),
-                    question=f"{prop.question} {whole_file_choices(entries, entry)}",
+                    tier=prop.tier,
+                    reason=" ".join([*sentences, prop.reason,
+                                     whole_file_choices(entries, entry)]),
+                    question=prop.question,
                     choices=[*prop.choices, "confirm"], sides=sides, rule=prop.rule)]
             return [ReviewItem(
                 id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
