@@ -179,8 +179,8 @@ async def test_whole_file_items_tick_only_when_the_file_is_one_of_their_answers(
         r"- \*\*(Q\d+)\*\* `([^`]+)`", pr.body)}
     deleted_q, binary_q = items["vime/ray/rollout.py"], items["imgs/arch.png"]
     # Each choice says what it means.
-    assert "ours: the fork deleted this file" in pr.body, pr.body
-    assert "theirs: upstream's version" in pr.body
+    assert "`ours`: the fork deleted this file" in pr.body, pr.body
+    assert "`theirs`: upstream's version" in pr.body
 
     # An edit that is neither answer ticks nothing.
     head = await sim.commit(FORK, pr.head_ref, {

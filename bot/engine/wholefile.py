@@ -26,9 +26,11 @@ def whole_file_choices(sides: dict[str, Entry | None], merged: Entry | None) -> 
 
     held = next((meaning(side, e) for side, e in sides.items() if e == merged), None)
     holds = "no file" if merged is None else held or "a version of neither side"
-    choices = "; ".join(f"{side}: {meaning(side, e)}" for side, e in sides.items())
-    return (f"Commit 1 holds {holds}. Choose {choices}; or confirm: the file as it is on the "
-            "branch when you answer. The item closes only when the file is what you chose.")
+    # The choices as the command takes them (code, so they never read as git's ref names).
+    choices = "; ".join(f"`{side}`: {meaning(side, e)}" for side, e in sides.items())
+    return (f"Commit 1 holds {holds}. Choose {choices}; or `confirm`: the file as it is on "
+            "the branch when you answer. The item closes only when the file is what you "
+            "chose.")
 
 
 def whole_file_question(sides: dict[str, Entry | None], merged: Entry | None) -> str:
