@@ -1,0 +1,80 @@
+"""The criterion that turns measured precision into a tier: a bound, not a point
+estimate, and no single repository family may carry a rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.engine.model import Tier
+from bot.engine.tiers import (
+    Measured,
+    cross_validate,
+    earned_tier,
+    family,
+    measure,
+    point_estimate,
+    wilson_lower,
+)
+
+
+def records(rule: str, per_repo: dict[str, tuple[int, int]]) -> list[tuple[str, str, bool]]:
+    """``right`` of ``n`` candidates of ``rule`` in each repository."""
+    return [(rule, repo, i < right) for repo, (right, n) in per_repo.items() for i in range(n)]
+
+
+def test_wilson_lower_bound_matches_known_values() -> None:
+    assert wilson_lower(9, 10) == pytest.approx(0.5958, abs=1e-4)
+    assert wilson_lower(16, 16) == pytest.approx(0.8064, abs=1e-4)
+    assert wilson_lower(0, 0) == 0.0
+    assert wilson_lower(50, 100) < 0.5 < wilson_lower(500, 520)
+
+
+def test_a_small_perfect_rule_earns_nothing() -> None:
+    # Round 2 promoted rules like this one on 5 to 38 hunks; they did not hold.
+    m = measure(records("r", {"a/x": (5, 5), "b/y": (5, 5), "c/z": (5, 5)}))["r"]
+    assert point_estimate(m) is Tier.CONFIRM
+    assert m.earned() == (Tier.DECIDE, f"bound {m.lower:.3f} < 0.80")
+
+
+def test_a_rule_one_family_carries_earns_nothing() -> None:
+    # The word merge in data files: almost always right in one project, a coin elsewhere.
+    m = measure(records("r", {"a/x": (223, 234), "b/y": (20, 36), "c/z": (11, 14),
+                              "d/w": (10, 23)}))["r"]
+    assert m.lower >= 0.80
+    tier, why = m.earned()
+    assert tier is Tier.DECIDE and why.startswith("without a/x:")
+
+
+def test_forks_of_one_project_are_one_family() -> None:
+    assert family("ROCm/vllm") == family("HabanaAI/vllm-fork") == "vllm"
+    m = measure(records("r", {"ROCm/vllm": (60, 60), "HabanaAI/vllm-fork": (60, 60),
+                              "c/z": (60, 60)}))["r"]
+    assert len(m.by_family) == 2
+    assert m.earned() == (Tier.DECIDE, "2 families < 3")
+
+
+def test_a_rule_that_holds_everywhere_earns_confirm_then_settled() -> None:
+    spread = {"a/x": (95, 100), "b/y": (92, 100), "c/z": (96, 100), "d/w": (94, 100)}
+    m = measure(records("r", spread))["r"]
+    assert m.earned() == (Tier.CONFIRM, f"bound {m.lower:.3f} < 0.97")
+    sure = measure(records("r", {k: (200, 200) for k in spread}))["r"]
+    assert sure.earned() == (Tier.SETTLED, "")
+
+
+def test_cross_validation_scores_what_each_fold_promotes() -> None:
+    data = (records("good", {"a/x": (40, 40), "b/y": (40, 40), "c/z": (40, 40),
+                             "d/w": (40, 40)})
+            + records("weak", {"a/x": (9, 10), "b/y": (9, 10), "c/z": (9, 10), "d/w": (2, 10)}))
+    folds = cross_validate(data)
+    # "good" is promoted in every fold and right in each; "weak" never reaches the bound.
+    assert folds == {"a/x": (40, 40), "b/y": (40, 40), "c/z": (40, 40), "d/w": (40, 40)}
+    loose = cross_validate(data, point_estimate)
+    assert loose["d/w"] == (42, 50)  # a point estimate promotes "weak" where it fails
+
+
+def test_measured_counts_per_family() -> None:
+    m = Measured("r")
+    for repo, ok in (("a/x", True), ("a/x", False), ("b/y", True)):
+        m.add(family(repo), ok)
+    assert (m.right, m.n, m.by_family) == (2, 3, {"a/x": [1, 2], "b/y": [1, 1]})
+    assert earned_tier(m) is Tier.DECIDE
