@@ -346,10 +346,11 @@ def test_upstream_deletes_a_file_the_fork_modified(tmp_path: Path) -> None:
     oracle = assert_matches_git(s, p, tmp_path)
     assert not oracle.clean
     assert status_of(p, "vime/dm.py") == "conflict"
-    # Measured on real merges: people take the deletion nine times in ten.
+    # Measured on real merges: people take the deletion about 87 times in 100, but not in
+    # every project (0.76 without glitch-soc), so a person decides (suggest.RULE_TIERS).
     (item,) = [i for i in p.items if i.path == "vime/dm.py"]
     assert (item.kind.value, item.tier.value, item.rule) == (
-        "file", "Confirm", "modify/delete, upstream deleted")
+        "file", "Decide", "modify/delete, upstream deleted")
     assert item.choices[0] == "theirs" and item.sides is not None and item.sides["theirs"] is None
 
 
@@ -364,8 +365,8 @@ def test_fork_deleted_a_file_upstream_modifies(tmp_path: Path) -> None:
     assert status_of(p, "vime/md.py") == "conflict"
     (item,) = [i for i in p.items if i.path == "vime/md.py"]
     assert (item.kind.value, item.tier.value, item.rule) == (
-        "file", "Confirm", "modify/delete, fork deleted")
-    assert item.choices[0] == "ours" and "Keeps the fork's deletion" in item.reason
+        "file", "Decide", "modify/delete, fork deleted")
+    assert item.choices[0] == "ours" and "keeps the fork's deletion" in item.reason
 
 
 def test_add_add_same_content_merges_cleanly(tmp_path: Path) -> None:
