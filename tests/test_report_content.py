@@ -39,8 +39,12 @@ def _plan_with(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_the_same_change_in_n_places_is_one_group_with_one_command() -> None:
+    # The fork's edit is already in upstream's version in each place: `theirs` loses
+    # nothing, so one command may answer the whole group.
     same = [_conflict(n, f"vime/m{n}.py", "x = old()\n", "x = new()\n", f"x = fork{n}()\n",
                       [101]) for n in range(1, 5)]
+    for item in same:
+        item["rule"] = "already in theirs, by lines"
     other = _conflict(5, "vime/z.py", "a\n", "b\nc\nd\n", "e\n", [102])
     deleted = _item(6, "vime/gone.py", kind="file")
     deleted.update(sides={"ours": None, "theirs": {"mode": "100644", "oid": "f" * 40}},
@@ -53,6 +57,18 @@ def test_the_same_change_in_n_places_is_one_group_with_one_command() -> None:
     body = render_body(_plan_with([*same, other, deleted]))
     assert "`/sync answer Q1-Q4 theirs`" in body
     assert body.index("**Q6**") < body.index("**Q1–Q4**") < body.index("**Q5**")
+
+
+def test_a_decide_group_without_evidence_says_what_to_combine_and_offers_no_command() -> None:
+    # Each place holds an edit of the fork's: `theirs` would drop all four of them.
+    same = [_conflict(n, f"vime/m{n}.py", "x = old()\n", "x = new()\n", f"x = fork{n}()\n",
+                      [101]) for n in range(1, 5)]
+    (group,) = group_items(_plan_with(same))
+    assert group.ids == ["Q1", "Q2", "Q3", "Q4"] and group.command is None
+    assert group.action.startswith("combine by hand: apply the fork's 1-line edit to "
+                                   "upstream's version (#101 changed 1 line;")
+    body = render_body(_plan_with(same))
+    assert "/sync answer Q1-Q4" not in body and "apply the fork's 1-line edit" in body
 
 
 def test_id_ranges() -> None:
@@ -114,6 +130,8 @@ def test_a_huge_body_and_check_stay_within_the_limits(n: int, title: str) -> Non
 
 def test_a_group_comment_names_every_id_and_one_command() -> None:
     items = [_conflict(n, "vime/a.py", "x\n", "y\n", f"z{n}\n", [101]) for n in (3, 4)]
+    for item in items:
+        item["rule"] = "already in theirs"  # the evidence that lets `theirs` answer both
     text = render_comment(copy.deepcopy(items), _plan())
     assert text.startswith("**Q3-Q4**: 2 review items in this thread.")
     assert "`/sync answer Q3-Q4 theirs`" in text
@@ -122,3 +140,24 @@ def test_a_group_comment_names_every_id_and_one_command() -> None:
         item["suggestion"] = f"y\nz{item['id']}\n"
     text = render_comment(copy.deepcopy(items), _plan())
     assert text.count("suggestion\n") == 1  # only the anchored region gets a suggestion
+
+
+def test_a_decide_comment_recommends_combining_and_lists_the_sides_only_as_answers() -> None:
+    item = _conflict(7, "vime/a.py", "x = f(a)\n", "x = f(a, b)\ny = 2\n", "x = g(a)\n", [101])
+    text = render_comment([item], _plan())
+    (recommended,) = [ln for ln in text.splitlines() if ln.startswith("Recommended:")]
+    assert "apply the fork's 1-line edit to upstream's version" in recommended
+    assert "/sync answer" not in recommended and "```suggestion" not in text
+    assert "`/sync answer Q7 ours` keeps the fork's side, `/sync answer Q7 theirs` takes " \
+           "upstream's" in text
+    assert "base → ours" in text and "The fork's change (base → ours):" in text
+
+
+def test_upstreams_deletion_of_a_file_the_fork_changed_is_not_recommended_in_one_command() -> None:
+    gone = _item(8, "vime/gone.py", kind="file")
+    gone.update(sides={"ours": {"mode": "100644", "oid": "f" * 40}, "theirs": None},
+                choices=["theirs", "ours"], start_line=None, end_line=None)
+    text = render_comment([gone], _plan())
+    (recommended,) = [ln for ln in text.splitlines() if ln.startswith("Recommended:")]
+    assert "decide whether the fork still needs its changes" in recommended
+    assert "/sync answer" not in recommended

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.engine.suggest import THEIRS_HOLDS_FORK
+
 Json = dict[str, Any]
 
 # Rank of a group's theme: whole-file decisions (modify/delete) first, then files to port
@@ -102,7 +104,12 @@ def _prs(numbers: Iterable[int]) -> str:
 
 
 def recommend(item: Json) -> tuple[str, str | None]:
-    """What we recommend for one item, and the answer that does it (None: by hand)."""
+    """What we recommend for one item, and the answer that does it (None: by hand).
+
+    A Decide conflict is never answered ``ours`` or ``theirs`` by recommendation, which
+    would drop one side's edit, unless the item itself shows that side already holds the
+    other's edit (``THEIRS_HOLDS_FORK``).
+    """
     kind, tier = item.get("kind"), item.get("tier")
     prs = _prs(item.get("prs") or []) or "upstream"
     choices = [str(c) for c in item.get("choices") or []]
@@ -113,8 +120,9 @@ def recommend(item: Json) -> tuple[str, str | None]:
             return (f"keep the fork's deletion, unless the fork needs {prs}'s change "
                     "(then take theirs and adapt it)", "ours")
         if who_deleted(item) == "upstream":
-            return (f"take upstream's deletion ({prs}) once the fork's changes to it are "
-                    "moved elsewhere or dropped", "theirs")
+            return (f"decide whether the fork still needs its changes to this file: take "
+                    f"upstream's deletion ({prs}) once they are moved elsewhere or dropped, "
+                    "or keep the fork's version", None)
         return "pick the side to keep (git cannot merge this file line by line)", None
     if kind == "manual":
         return f"port {prs}'s change to the fork's rewrite by hand, then answer `done`", "done"
@@ -126,13 +134,21 @@ def recommend(item: Json) -> tuple[str, str | None]:
         what = ("check the starting point, then commit or edit it" if tier == "Decide"
                 else "accept the proposal")
         return f"{what} ({item.get('reason', '')})", choice
+    if item.get("rule") in THEIRS_HOLDS_FORK and "theirs" in choices:
+        return ("take upstream's version (theirs) once you have checked that the fork's edit "
+                "is already in it, or only changed the layout", "theirs")
     fork = _changed_lines(item.get("base") or "", item.get("ours") or "")
     upstream = _changed_lines(item.get("base") or "", item.get("theirs") or "")
+    shown = "both edits are shown as diffs, base → ours and base → theirs"
     if fork <= upstream:
-        return (f"take theirs ({prs}, {upstream} changed line{'s' if upstream != 1 else ''}), "
-                f"then re-apply the fork's {fork}-line edit", "theirs")
-    return (f"keep ours (the fork changed {fork} lines here), then port {prs}'s "
-            f"{upstream}-line change", "ours")
+        return (f"combine by hand: apply the fork's {fork}-line edit to upstream's version "
+                f"({prs} changed {_n_lines(upstream)}; {shown})", None)
+    return (f"combine by hand: apply {prs}'s {upstream}-line change to the fork's version "
+            f"(the fork changed {_n_lines(fork)}; {shown})", None)
+
+
+def _n_lines(n: int) -> str:
+    return f"{n} line{'s' if n != 1 else ''}"
 
 
 def _shape(item: Json) -> tuple[Any, ...]:
