@@ -10,7 +10,7 @@ trailing whitespace, because a suggestion commits exactly what it shows.
 
 Usage::
 
-    .venv/bin/python bench/replay_suggestions.py --clones DIR            # every set
+    .venv/bin/python bench/replay_suggestions.py --clones DIR --tiers    # the training sets
     .venv/bin/python bench/replay_suggestions.py --clones DIR --set dev  # one set
     .venv/bin/python bench/replay_suggestions.py --clones DIR --find owner/name
 
@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.tier_table import Record, cv_lines, tier_lines  # noqa: E402
 from bot.engine.git import CatFile, Git  # noqa: E402
 from bot.engine.markers import MarkerRegion, find_marker_regions_in_lines, split_lines  # noqa: E402
 from bot.engine.remerge import merge_words  # noqa: E402
@@ -44,6 +45,9 @@ from bot.engine.suggest import propose_region, propose_whole_file  # noqa: E402
 from bot.errors import GitError  # noqa: E402
 
 MERGES = ROOT / "bench" / "replay_merges.txt"
+# The sets the tiers are derived from. `valid` is replayed only when named: once, after
+# the tiers are frozen (see the list's header).
+TRAINING = ("dev", "heldout", "fresh")
 TIERS = ("Settled", "Confirm", "Decide")
 TARGETS = {"Settled": 0.97, "Confirm": 0.80}
 TARGET_COVERAGE = 0.40
@@ -77,6 +81,9 @@ class Case:
     theirs: str = ""
     suggestion: str | None = None
     committed: str = ""
+    # The rule's candidate (offered or not, see Proposal.candidate) is what was committed:
+    # what the tier table measures. None: the rule has no candidate.
+    candidate_right: bool | None = None
 
 
 @dataclass
@@ -321,7 +328,8 @@ def _replay_file(out: MergeResult, path: str, merged: str, resolved: str, *,
             prop.reason,
             suggested, suggested and same_text(prop.suggestion or "", text),
             same_text(region.ours, text), same_text(region.theirs, text), transfer,
-            region.ours, region.base or "", region.theirs, prop.suggestion, text))
+            region.ours, region.base or "", region.theirs, prop.suggestion, text,
+            None if prop.candidate is None else same_text(prop.candidate, text)))
     return cases
 
 
@@ -450,6 +458,14 @@ def report(results: list[MergeResult], *, by_repo: bool) -> str:
     return "\n".join(out)
 
 
+def tier_records(results: list[MergeResult]) -> list[Record]:
+    """(rule, repository, right) for every candidate: hunks, then whole-file conflicts."""
+    out: list[Record] = [(c.rule, c.repo, c.candidate_right) for r in results
+                         for c in r.cases if c.candidate_right is not None]
+    return out + [(w.rule, w.repo, _kept_side(w) == w.suggested) for r in results
+                  for w in r.whole if w.suggested is not None]
+
+
 def show_misses(results: list[MergeResult], tier: str, limit: int) -> str:
     out = []
     misses = [c for r in results for c in r.cases if c.tier == tier and c.suggested
@@ -495,7 +511,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--clones", type=Path, default=os.environ.get("FORKSYNC_CLONES"),
                     help="the directory of clones (default: $FORKSYNC_CLONES)")
     ap.add_argument("--merges", type=Path, default=MERGES)
-    ap.add_argument("--set", action="append", help="replay only this set (repeatable)")
+    ap.add_argument("--set", action="append",
+                    help=f"replay this set (repeatable; default: {', '.join(TRAINING)})")
+    ap.add_argument("--tiers", action="store_true",
+                    help="print the tier each rule earns by the criterion, and the criterion "
+                         "held out one repository family at a time")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--by-repo", action="store_true", help="also one table per repository")
     ap.add_argument("--misses", metavar="TIER", help="print wrong suggestions of this tier")
@@ -520,7 +540,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                          first_parent=args.first_parent, max_files=args.max_files):
             print(line, flush=True)
         return 0
-    merges = read_merges(args.merges, set(args.set) if args.set else None)
+    merges = read_merges(args.merges, set(args.set or TRAINING))
     jobs = [(s, repo, str(find_clone(args.clones, repo)), sha) for s, repo, sha in merges]
     started = time.perf_counter()
     if args.jobs > 1:
@@ -530,6 +550,12 @@ def main(argv: Iterable[str] | None = None) -> int:
         results = [replay_merge(*job) for job in jobs]
     print(report(results, by_repo=args.by_repo))
     print(f"replayed {len(results)} merges in {time.perf_counter() - started:.1f} s")
+    if args.tiers:
+        records = tier_records(results)
+        print(f"\n== tiers, from the sets {', '.join(sorted({r.set for r in results}))}")
+        print("\n".join(tier_lines(records, (c.rule for r in results for c in r.cases
+                                              if c.candidate_right is None))))
+        print("\n".join(["", *cv_lines(records)]))
     if args.misses:
         print(show_misses(results, args.misses, args.limit))
     if args.json:
