@@ -446,6 +446,12 @@ def report(results: list[MergeResult], *, by_repo: bool) -> str:
         out += rule_table(cases)
         out += whole_table([w for r in rs for w in r.whole])
         out.append("")
+    names = sorted({r.set for r in results})
+    if len(names) > 1:
+        cases = [c for r in results for c in r.cases]
+        out += [*table(f"sets {', '.join(names)} pooled", cases, len(results),
+                       sum(r.files for r in results), sum(r.unanchored for r in results)),
+                *rule_table(cases), *whole_table([w for r in results for w in r.whole]), ""]
     skipped: Counter[str] = Counter()
     for r in results:
         skipped.update(r.skipped)
