@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from bot.engine import attribute, configwarn
 from bot.engine.config import Config
 from bot.engine.flags import Hit, add_flag_items
-from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, Background, CatFile, Git, TreeWriter
+from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, CatFile, Git, TreeWriter
+from bot.engine.itemprs import ItemPRs
 from bot.engine.markers import MARKER_SIZE, find_marker_regions_in_lines, split_lines
 from bot.engine.merge import (
     Entry,
@@ -22,18 +23,10 @@ from bot.engine.merge import (
 from bot.engine.mergetalk import describe
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
 from bot.engine.suggest import propose_region, propose_whole_file
+from bot.engine.text import decode, is_binary
 from bot.engine.translate import Translator
 from bot.engine.wholefile import whole_file_choices, whole_file_question
 from bot.engine.workflows import WORKFLOW_NOTE, WORKFLOWS_POLICY, is_workflow, workflow_item
-
-_BINARY_SNIFF = 8000
-_History = list[attribute.CommitDiff]
-
-
-def is_binary(data: bytes) -> bool:
-    """git's own rule: a NUL in the first 8000 bytes."""
-    return b"\0" in data[:_BINARY_SNIFF]
-
 
 @dataclass
 class Classified:
@@ -71,7 +64,7 @@ class Classifier:
         self.base = TreeIndex(cat, outcome.base_tree)
         self.theirs = TreeIndex(cat, outcome.theirs_tree)
         self.raw = TreeIndex(cat, outcome.merged_tree)
-        self._tip_tree_oid: str | None = None
+        self.item_prs = ItemPRs(work, cat, outcome, window, cutoff, tip)
 
     def fork_path(self, upstream_path: str) -> str:
         return self.o.path_map.get(upstream_path) or self.tr.path(upstream_path)
@@ -127,7 +120,7 @@ class Classifier:
         likely = [p for p in paths if p.fork in self.o.conflicts
                   or (p.fork_old is not None and p.fork_old in self.o.conflicts)
                   or self._is_manual(p.fork)]
-        history = self._start_history(likely)
+        history = self.item_prs.start((p.upstream, p.upstream_old) for p in likely)
         wanted = [p.fork for p in paths] + [p.fork_old for p in paths if p.fork_old]
         for index in (self.ours, self.base, self.theirs, self.raw):
             index.prefetch(wanted)
@@ -154,8 +147,8 @@ class Classifier:
                 r.review_items = self._conflict_items(r, final)
         if self.config.flags:
             self._flag_items(results, final)
-        self._attribute(results, history, {p.upstream for p in likely},
-                        {p.fork: p for p in paths})
+        self.item_prs.attach(results, history, {p.upstream for p in likely},
+                             {p.fork: (p.upstream, p.upstream_old) for p in paths})
         n = 0
         for r in results:
             for item in r.review_items:
@@ -300,7 +293,7 @@ class Classifier:
         if entry is None or entry.mode in (MODE_GITLINK, MODE_SYMLINK):
             return None
         _, data = self.cat.read(entry.oid)
-        return _decode(data)
+        return decode(data)
 
     def _conflict_items(self, r: FileResult, final: TreeIndex) -> list[ReviewItem]:
         entry = self._entry(final, r.path)
@@ -362,7 +355,7 @@ class Classifier:
                    and by_path[ch.new_path].status is not Status.SKIPPED]
         oids = sorted({e.oid for ch in changes for e in (ch.old, ch.new)
                        if e is not None and e.mode not in (MODE_GITLINK, MODE_SYMLINK)})
-        blobs = {oid: _decode(data) for oid, (_, data) in
+        blobs = {oid: decode(data) for oid, (_, data) in
                  zip(oids, self.cat.read_many(oids), strict=True)}
         for ch in changes:
             assert ch.new is not None and ch.new_path is not None
@@ -391,122 +384,10 @@ class Classifier:
         policy = self.config.policy_for(fork_path)
         return policy is not None and policy.action == "manual"
 
-    def _start_history(self, paths: list[_Path]) -> tuple[Background, Background] | None:
-        """The window's line history of these files, for ``log -L`` and for ``blame``."""
-        wanted = [q for p in paths for q in (p.upstream, p.upstream_old) if q]
-        log = attribute.start_history(self.work, self.cutoff, self.tip, wanted)
-        blame = attribute.start_history(self.work, self.cutoff, self.tip, wanted, for_blame=True)
-        return (log, blame) if log is not None and blame is not None else None
-
-    @staticmethod
-    def _read_history(jobs: tuple[Background, Background] | None) -> tuple[str, str]:
-        if jobs is None:
-            return "", ""
-        return jobs[0].output().decode("utf-8", "replace"), \
-            jobs[1].output().decode("utf-8", "replace")
-
-    def _attribute(self, results: list[FileResult],
-                   history: tuple[Background, Background] | None,
-                   started: set[str], by_fork: dict[str, _Path]) -> None:
-        """Name the window PRs that changed each item's lines, by line history (attribute.py)."""
-        log, blame = self._read_history(history)
-        wanted = [r for r in results if r.review_items]
-        missing = [by_fork[r.path] for r in wanted
-                   if r.path in by_fork and by_fork[r.path].upstream not in started]
-        if missing:  # e.g. flags on files that merged cleanly
-            more_log, more_blame = self._read_history(self._start_history(missing))
-            log, blame = log + more_log, blame + more_blame
-        commits = attribute.parse_history(log)
-        blamed = attribute.parse_history(blame)
-        numbers = {e.sha: e.number for e in self.window}
-
-        def prs(shas: Iterable[str]) -> list[int]:
-            return sorted({n for sha in shas if (n := numbers.get(sha)) is not None})
-
-        for r in wanted:
-            p = by_fork.get(r.path)
-            tip_path = r.upstream_path
-            cut_path = (p.upstream_old if p is not None and p.upstream_old else r.upstream_path)
-            whole = prs(attribute.touched_file(commits, tip_path)
-                        + attribute.deleted_file(blamed, cut_path))
-            sides = self._side_texts(r)
-            theirs_end = base_end = 0
-            for item in r.review_items:
-                if item.kind is ItemKind.CONFLICT and sides is not None:
-                    found = self._region_commits(item, sides, (commits, blamed), tip_path,
-                                                 cut_path, theirs_end, base_end)
-                    if found is not None:
-                        shas, theirs_end, base_end = found
-                        item.prs = prs(shas) or whole
-                        continue
-                if item.kind is ItemKind.FLAG:
-                    item.prs = self._flag_commits(item, commits, tip_path, prs) or whole
-                    continue
-                item.prs = whole  # whole-file, manual and policy items; or a region not found
-
-    def _side_texts(self, r: FileResult) -> tuple[str, str, list[str]] | None:
-        """base' and theirs' of a conflicted file, and its merged lines; None if unusable."""
-        stages = {stage: oid for _m, oid, stage in self.o.conflicts.get(r.path, [])}
-        merged = self._read_text(self._entry(self.raw, r.path))
-        if merged is None:
-            return None
-        texts = {}
-        for stage in (1, 3):
-            oid = stages.get(stage)
-            _, data = self.cat.read(oid) if oid else ("blob", b"")
-            text = _decode(data)
-            if text is None:
-                return None
-            texts[stage] = text
-        return texts[1], texts[3], split_lines(merged)
-
-    def _region_commits(self, item: ReviewItem, sides: tuple[str, str, list[str]],
-                        histories: tuple[_History, _History], tip_path: str, cut_path: str,
-                        theirs_from: int, base_from: int) -> tuple[list[str], int, int] | None:
-        """``git log -L`` over the region's theirs' lines plus ``git blame --reverse`` over
-        its base' lines; ``None`` when the region cannot be placed in those files."""
-        base_text, theirs_text, merged = sides
-        if item.start_line is None or item.end_line is None:
-            return None
-        before = merged[item.start_line - 2] if item.start_line > 1 else None
-        after = merged[item.end_line] if item.end_line < len(merged) else None
-        at_tip = attribute.locate(theirs_text, item.theirs, before, after, theirs_from)
-        at_cut = attribute.locate(base_text, item.base, before, after, base_from)
-        if at_tip is None or at_cut is None:
-            return None
-        shas = attribute.log_l(histories[0], tip_path, *at_tip)
-        shas += attribute.blame_reverse(histories[1], cut_path, range(*at_cut))
-        return shas, at_tip[1], at_cut[1]
-
-    def _flag_commits(self, item: ReviewItem, commits: list[attribute.CommitDiff],
-                      tip_path: str, prs: Callable[[Iterable[str]], list[int]]) -> list[int]:
-        """The PRs that touched the flagged lines at the tip (each at its first occurrence)."""
-        upstream = self._read_text(self._entry(TreeIndex(self.cat, self._tip_tree()), tip_path))
-        wanted = {ln.rstrip("\r\n") for ln in split_lines(item.theirs)}
-        found: set[int] = set()
-        for pos, text in enumerate(split_lines(upstream or "")):
-            if text.rstrip("\r\n") in wanted:
-                wanted.discard(text.rstrip("\r\n"))
-                found.update(prs(attribute.log_l(commits, tip_path, pos, pos + 1)))
-        return sorted(found)
-
-    def _tip_tree(self) -> str:
-        if self._tip_tree_oid is None:
-            self._tip_tree_oid = commit_tree_oid(self.cat, self.tip)
-        return self._tip_tree_oid
-
 
 def _entry_json(entry: Entry | None) -> dict[str, str] | None:
     return {"mode": entry.mode, "oid": entry.oid} if entry is not None else None
 
-
-def _decode(data: bytes) -> str | None:
-    if is_binary(data):
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 def _added_lines(old: str, new: str) -> list[str]:
