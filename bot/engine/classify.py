@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bot.engine import attribute, configwarn
+from bot.engine import configwarn
 from bot.engine.config import Config
 from bot.engine.flags import Hit, add_flag_items
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, CatFile, Git, TreeWriter
@@ -17,16 +17,16 @@ from bot.engine.merge import (
     MergeOutcome,
     TreeIndex,
     UpstreamChange,
-    commit_tree_oid,
     edit_tree,
 )
 from bot.engine.mergetalk import describe
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
 from bot.engine.suggest import propose_region, propose_whole_file
-from bot.engine.text import decode, is_binary
+from bot.engine.text import decode
 from bot.engine.translate import Translator
 from bot.engine.wholefile import whole_file_choices, whole_file_question
 from bot.engine.workflows import WORKFLOW_NOTE, WORKFLOWS_POLICY, is_workflow, workflow_item
+
 
 @dataclass
 class Classified:
@@ -311,12 +311,15 @@ class Classifier:
             kinds = {m.kind for m in self.o.messages if r.path in m.paths}
             if len(deleted) == 1 and any("delete" in kind for kind in kinds):
                 prop = propose_whole_file("fork" if deleted == ["ours"] else "upstream")
+                # What each choice means goes where the item is read: a Decide's question,
+                # a proposal's reason.
+                choices = whole_file_choices(entries, entry)
+                asks = prop.tier is Tier.DECIDE
                 return [ReviewItem(
                     id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
                     tier=prop.tier,
-                    reason=" ".join([*sentences, prop.reason,
-                                     whole_file_choices(entries, entry)]),
-                    question=prop.question,
+                    reason=" ".join([*sentences, prop.reason, *([] if asks else [choices])]),
+                    question=f"{prop.question} {choices}" if asks else prop.question,
                     choices=[*prop.choices, "confirm"], sides=sides, rule=prop.rule)]
             return [ReviewItem(
                 id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
