@@ -42,6 +42,7 @@ from tests.factory import (
     make_translator,
     read_blobs,
 )
+from tests.partial import partial_plan
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -72,9 +73,17 @@ def scenario(tmp_path: Path, files: dict[str, Any] | None = None) -> Scenario:
 
 
 def run_plan(s: Scenario, tmp_path: Path, **kw: Any) -> Any:
+    """The plan on the full repositories, checked against the same plan made the App's way.
+
+    The App plans on partial clones into which only the blobs the engine named were
+    fetched: a blob it forgot fails that plan, and any difference fails the test.
+    """
     from bot.engine.pipeline import plan
 
-    return plan(str(s.fork_dir), str(s.upstream_dir), workdir=str(tmp_path / "work"), **kw)
+    p = plan(str(s.fork_dir), str(s.upstream_dir), workdir=str(tmp_path / "work"), **kw)
+    partial = partial_plan(s.fork_dir, s.upstream_dir, tmp_path / "partial", **kw).plan
+    assert partial.to_json() == p.to_json(), "a plan on partial clones differs"
+    return p
 
 
 def _normalize(data: bytes) -> bytes:

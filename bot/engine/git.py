@@ -17,8 +17,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from bot.engine.process import DEADLINES, Watch, kill, missing_oid, spawn, subcommand
-from bot.errors import GitError, GitTimeout, MissingObject
+from bot.engine.process import DEADLINES, Watch, kill, missing_oid, no_space, spawn, subcommand
+from bot.errors import DiskFull, GitError, GitTimeout, MissingObject
 
 BOT_NAME = "forksync[bot]"
 BOT_EMAIL = "forksync[bot]@users.noreply.github.com"
@@ -155,6 +155,9 @@ class Git:
 
     def failure(self, args: Sequence[str], code: int, stderr: bytes) -> GitError:
         """The error for a failed git command: a MissingObject when git could not read one."""
+        if no_space(stderr):  # before the object check: a failed write names objects too
+            return DiskFull(f"the disk holding {self.git_dir} is full: "
+                            + self.describe_failure(args, code, stderr))
         oid = missing_oid(stderr)
         if oid is not None:
             return MissingObject(oid)
@@ -196,6 +199,15 @@ class Git:
         if proc.returncode not in (0, 1) or missing_oid(proc.stderr):
             raise self.failure(["merge-base"], proc.returncode, proc.stderr)
         return proc.returncode == 0
+
+    def missing_objects(self, oids: Sequence[str]) -> list[str]:
+        """The OIDs of ``oids`` that this repository does not have, in order (one process)."""
+        if not oids:
+            return []
+        out = self.run("cat-file", "--batch-check=%(objectname)",
+                       input="".join(f"{oid}\n" for oid in oids).encode())
+        return [line.split()[0] for line in out.decode().splitlines()
+                if line.endswith(" missing")]
 
     def set_object_dir(self, path: str) -> None:
         self._object_dir = os.path.abspath(path)

@@ -108,6 +108,10 @@ class TreeTranslator:
         self.pending: dict[tuple[str, str], None] = {}  # (blob oid, upstream path) to translate
         self.path_map: dict[str, str] = {}
         self._dir_paths: dict[str, str] = {}
+        # Every file of a directory the window changed: (upstream path, at cutoff, at tip).
+        self.visited: list[tuple[str, TreeEntry | None, TreeEntry | None]] = []
+        self.removed_dirs: list[str] = []  # gone at the tip: maybe renamed (merge-ort moves
+        # the fork's own files in them along)
 
     def fork_path(self, upstream_path: str) -> str:
         fp = self.path_map.get(upstream_path)
@@ -138,6 +142,8 @@ class TreeTranslator:
                     self.theirs.put(fork, entry, up_dir + "/")
                 else:
                     changed.append((up_dir, cut, tip))
+                    if tip is None:
+                        self.removed_dirs.append(up_dir)
             where = {oid: f"directory {d or '/'} at the {side}" for d, c, t in changed
                      for oid, side in ((t, "tip"), (c, "cutoff")) if oid is not None}
             oids = sorted(where)
@@ -165,6 +171,7 @@ class TreeTranslator:
                                if c is not None and t is not None and c == t)
             for path, c_file, t_file in files:
                 self._file(path, c_file, t_file)
+            self.visited += files
             level = next_level
 
     def _file(self, path: str, c: TreeEntry | None, t: TreeEntry | None) -> None:

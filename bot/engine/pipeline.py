@@ -21,6 +21,7 @@ from bot.engine.configwarn import rule_warnings
 from bot.engine.git import CatFile, Git, TreeWriter, reading
 from bot.engine.merge import FORK, UPSTREAM, Entry, TreeIndex, commit_tree_oid, edit_tree, merge
 from bot.engine.model import Plan, conflicts_label
+from bot.engine.needs import Needs, raw_blobs, window_blobs
 from bot.engine.report import needs_overflow, render_markdown
 from bot.engine.translate import Translator
 from bot.engine.window import (
@@ -167,19 +168,37 @@ def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str |
                  progress=progress, git_timeout=git_timeout, workflows=workflows)[0]
 
 
-def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
+@dataclass(frozen=True)
+class _Opened:
+    """The repositories and the window's ends, before anything is merged."""
+
+    fork: Git
+    upstream: Git
+    ours: str
+    config: Config
+    translator: Translator
+    cutoff: str
+    tip: str
+    workdir: Path
+    at_head: bool  # the window ends at the upstream branch's head
+
+
+def _ends(cfg: Config, from_rev: str | None, to_rev: str | None) -> dict[str, str]:
+    """How a window error names the cutoff and the tip: as the user gave them."""
+    return {"cutoff_name": "--from" if from_rev else "the cutoff (from the trailer)",
+            "tip_name": "--to" if to_rev else f"the upstream {cfg.upstream_branch} head"}
+
+
+def _open(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
           config: Config | None, config_path: str | None, fork_branch: str,
-          workdir: str | Path | None, progress: Progress | None,
-          git_timeout: float | None, workflows: bool = True) -> tuple[Plan, Git]:
-    """The plan, and the fork repository it read (``sync`` writes its branch there)."""
-    say = progress or (lambda _msg: None)
+          workdir: str | Path | None, say: Progress, git_timeout: float | None) -> _Opened:
+    """Open both repositories, read the config, find the cutoff and the tip (commits only)."""
     wd = Path(workdir) if workdir else default_workdir()
     say("opening repositories")
     fork_git = open_repo(fork, wd, "fork", timeout=git_timeout)
     up_git = open_repo(upstream, wd, "upstream", timeout=git_timeout)
     ours = _branch_commit(fork_git, fork_branch, "fork")
     cfg = load_plan_config(fork_git, ours, config, config_path)
-    translator = Translator(cfg.translate)
     up_branch_ref = _branch_ref(up_git, cfg.upstream_branch)
 
     say("finding the window")
@@ -206,10 +225,41 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
     # A tip asked for that is the branch head (the App always names its tip by SHA) ends
     # the window at the head, and the body says so, as a preview of the same sync does.
     at_head = not to_rev or up_git.rev_parse(up_branch_ref) == tip
+    return _Opened(fork_git, up_git, ours, cfg, Translator(cfg.translate), cutoff, tip, wd,
+                   at_head)
+
+
+def needs(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str | None = None,
+          config: Config | None = None, config_path: str | None = None,
+          fork_branch: str = "main", workdir: str | Path | None = None,
+          git_timeout: float | None = None) -> Needs:
+    """The blobs ``plan`` and ``sync`` with the same arguments read, per repository.
+
+    Reads commits and trees only, so a partial clone can answer it before it has any
+    blob; fetch the answer (``bot.github.remote.fetch_blobs``), then plan.
+    """
+    o = _open(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
+              config_path=config_path, fork_branch=fork_branch, workdir=workdir,
+              say=lambda _msg: None, git_timeout=git_timeout)
+    with reading(UPSTREAM, f"the history from {o.cutoff[:12]} to {o.tip[:12]}", kind="commit"):
+        check_ancestry(o.upstream, o.cutoff, o.tip, **_ends(o.config, from_rev, to_rev))
+    work = work_repo(o.workdir, o.fork, o.upstream)
+    return window_blobs(work, o.ours, o.cutoff, o.tip, o.translator)
+
+
+def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
+          config: Config | None, config_path: str | None, fork_branch: str,
+          workdir: str | Path | None, progress: Progress | None,
+          git_timeout: float | None, workflows: bool = True) -> tuple[Plan, Git]:
+    """The plan, and the fork repository it read (``sync`` writes its branch there)."""
+    say = progress or (lambda _msg: None)
+    o = _open(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
+              config_path=config_path, fork_branch=fork_branch, workdir=workdir, say=say,
+              git_timeout=git_timeout)
+    fork_git, up_git, ours, cfg, translator = o.fork, o.upstream, o.ours, o.config, o.translator
+    cutoff, tip, wd, at_head = o.cutoff, o.tip, o.workdir, o.at_head
     with reading(UPSTREAM, f"the history from {cutoff[:12]} to {tip[:12]}", kind="commit"):
-        check_ancestry(up_git, cutoff, tip,
-                       cutoff_name="--from" if from_rev else "the cutoff (from the trailer)",
-                       tip_name="--to" if to_rev else f"the upstream {cfg.upstream_branch} head")
+        check_ancestry(up_git, cutoff, tip, **_ends(cfg, from_rev, to_rev))
         window = list_window(up_git, cutoff, tip)
 
     work = work_repo(wd, fork_git, up_git)
@@ -298,4 +348,19 @@ def sync(fork: str, upstream: str, *, branch: str | None = None, from_rev: str |
     # A lease on "no such branch" means we can only ever create it, never move it.
     work.run("push", "--quiet", f"--force-with-lease=refs/heads/{branch}:", fork_git.git_dir,
              f"{commit}:refs/heads/{branch}")
+    _complete(work, fork_git, p.ours, commit)
     return SyncResult(branch, commit, p, report_path)
+
+
+def _complete(work: Git, fork: Git, ours: str, commit: str) -> None:
+    """Give the fork every blob of the diff from ``ours`` to commit 1 (the PR's diff).
+
+    A push sends only what the fork's refs do not reach, and in a partial clone a blob
+    that fork main reaches (an empty file, a file also added upstream) may be absent.
+    """
+    oids = sorted({oid for oid, _ in raw_blobs(work.run("diff-tree", "-r", "-z", "--no-renames",
+                                                        ours, commit))})
+    missing = fork.missing_objects(oids)
+    if missing:
+        with CatFile(work) as cat, reading(None, "commit 1"):
+            fork.hash_blobs([data for _, data in cat.read_many(missing)])
