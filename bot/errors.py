@@ -63,3 +63,7 @@ class MissingObject(GitError):
         """The same object, with the context an outer reader knows filled in where unknown."""
         return MissingObject(self.oid, kind=self.kind or kind, path=self.path or path,
                              repo=self.repo or repo)
+
+
+class DiskFull(GitError):
+    """A write failed for want of disk space: the job fails and is retried, nothing is lost."""

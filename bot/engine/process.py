@@ -47,6 +47,14 @@ _UNREADABLE = re.compile(
     re.IGNORECASE)
 
 
+_NO_SPACE = re.compile(rb"No space left on device|Disk quota exceeded")
+
+
+def no_space(stderr: bytes) -> bool:
+    """Whether git failed because the disk (or the user's quota) is full."""
+    return _NO_SPACE.search(stderr) is not None
+
+
 def missing_oid(stderr: bytes) -> str | None:
     """The object git says it could not read (missing or corrupt), if that is why it failed."""
     for line in stderr.splitlines():

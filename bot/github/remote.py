@@ -8,6 +8,13 @@ repository's config. Every failure becomes a ``GitError`` passed through
 
 Pushes always go through ``--force-with-lease`` with an explicit expected head: the
 bot only ever overwrites a sync-branch head that it wrote itself (DESIGN.md).
+
+The caches are **partial clones** (``--filter=blob:none``): a fetch brings commits and
+trees, never the history's blobs, and :func:`fetch_blobs` brings the blobs a job reads,
+all in one request. The promisor remote is named only on the command line of these
+two fetches, never in a cache's config: every other git command (the engine's above
+all) finds a missing blob missing, and can never fetch it lazily, one object at a
+time, over the network.
 """
 
 from __future__ import annotations
@@ -16,14 +23,19 @@ import base64
 import fcntl
 import os
 import re
-from collections.abc import Iterator, Sequence
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from bot.engine.git import Git, mask_secrets
-from bot.errors import GitError
+from bot.engine.needs import blobs_at
+from bot.engine.process import no_space
+from bot.errors import DiskFull, GitError, MissingObject
 
 ZERO_SHA = "0" * 40
+PROMISOR = "origin"  # the promisor remote's name, on fetches' command lines only
+BLOB_FILTER = "blob:none"
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -61,10 +73,12 @@ def auth_env(token: str | None) -> dict[str, str]:
     }
 
 
+# protocol v2 fetches only the refs asked for; no credential helper may prompt.
+_CONFIG = ("protocol.version=2", "credential.helper=")
+
+
 def _git(git_dir: str | Path, token: str | None) -> Git:
-    # protocol v2 fetches only the refs asked for; no credential helper may prompt.
-    return Git(git_dir, config=["protocol.version=2", "credential.helper="],
-               env=auth_env(token))
+    return Git(git_dir, config=list(_CONFIG), env=auth_env(token))
 
 
 def _mask(text: str, token: str | None) -> str:
@@ -75,22 +89,75 @@ def _mask(text: str, token: str | None) -> str:
     return text
 
 
+def _failure(proc: subprocess.CompletedProcess[bytes], args: Sequence[str], token: str | None,
+             what: str) -> GitError:
+    text = _mask(f"{what}: " + Git.describe_failure(list(args), proc.returncode, proc.stderr),
+                 token)
+    # A full disk is not the remote's fault: the job fails, and is tried again later.
+    return DiskFull(f"the disk is full, {text}") if no_space(proc.stderr) else GitError(text)
+
+
 def _run(git: Git, args: Sequence[str], token: str | None, what: str) -> str:
     proc = git.run_proc(*args)
     if proc.returncode != 0:
-        raise GitError(_mask(f"{what}: " + Git.describe_failure(list(args), proc.returncode,
-                                                                 proc.stderr), token))
+        raise _failure(proc, args, token, what)
     return proc.stdout.decode("utf-8", "replace")
 
 
+def _promisor(url: str) -> list[str]:
+    # The promisor remote, for one command only (see the module's docstring). Naming the
+    # filter too keeps git from writing the remote into the cache's config.
+    return [f"remote.{PROMISOR}.url={url}", f"remote.{PROMISOR}.promisor=true",
+            f"remote.{PROMISOR}.partialclonefilter={BLOB_FILTER}"]
+
+
 def fetch(git_dir: str | Path, url: str, refspecs: Sequence[str], token: str | None,
-          *, depth: int | None = None) -> None:
-    """Fetch ``refspecs`` from ``url`` into the repository at ``git_dir``."""
-    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--force"]
+          *, depth: int | None = None, blobs: bool = False) -> None:
+    """Fetch ``refspecs`` from ``url`` into the cache at ``git_dir``: commits and trees only.
+
+    ``blobs=True`` fetches the blobs too (a full fetch). A server that does not filter
+    sends everything, which is slower but just as correct.
+    """
+    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--force",
+            "--no-filter" if blobs else f"--filter={BLOB_FILTER}"]
     if depth is not None:
         args.append(f"--depth={depth}")
-    _run(_git(git_dir, token), [*args, "--", url, *refspecs], token,
-         f"fetching from {_mask(url, token)}")
+    git = Git(git_dir, config=[*_CONFIG, *_promisor(url)], env=auth_env(token))
+    _run(git, [*args, "--", PROMISOR, *refspecs], token, f"fetching from {_mask(url, token)}")
+
+
+def fetch_blobs(git_dir: str | Path, url: str, blobs: Mapping[str, str], token: str | None,
+                *, repo: str | None = None) -> int:
+    """Bring the ``blobs`` (OID -> a path holding it) missing from the cache, in one fetch.
+
+    Returns how many were fetched. One that the server does not send either is a
+    :class:`MissingObject` naming it, its path and ``repo``.
+    """
+    local = Git(git_dir)
+    wanted = local.missing_objects(list(blobs))
+    if not wanted:
+        return 0
+    # The wants are all the server needs: no negotiation of what we have (noop), and
+    # the filter keeps a wanted commit or tree from bringing its blobs along.
+    git = Git(git_dir, config=[*_CONFIG, *_promisor(url), "fetch.negotiationAlgorithm=noop"],
+              env=auth_env(token))
+    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no",
+            f"--filter={BLOB_FILTER}", "--stdin", PROMISOR]
+    proc = git.run_proc(*args, input="".join(f"{oid}\n" for oid in wanted).encode())
+    # "not our ref": the server has no such object, which the check below names.
+    if proc.returncode != 0 and b"not our ref" not in proc.stderr:
+        raise _failure(proc, args, token, f"fetching {len(wanted)} blobs from {_mask(url, token)}")
+    still = local.missing_objects(wanted)
+    if still:
+        raise MissingObject(still[0], kind="blob", path=blobs[still[0]],
+                            repo=repo or _mask(url, token))
+    return len(wanted)
+
+
+def fetch_files(git_dir: str | Path, url: str, revs: Sequence[str], paths: Sequence[str],
+                token: str | None, *, repo: str | None = None) -> int:
+    """Bring the blobs of ``paths`` at ``revs`` (commits the cache has) that it lacks."""
+    return fetch_blobs(git_dir, url, blobs_at(Git(git_dir), revs, paths), token, repo=repo)
 
 
 def push_with_lease(git_dir: str | Path, url: str, local_sha: str, branch: str,
@@ -118,6 +185,9 @@ def push_with_lease(git_dir: str | Path, url: str, local_sha: str, branch: str,
                    and (m := re.search(r"\((.+)\)\s*$", ln))), None)
     if reason is not None and "`workflows` permission" in reason:
         raise WorkflowsRefused(branch, _mask(reason, token))
+    full = no_space(proc.stderr)
+    if full is not None:  # not the remote's fault: the job fails, and is tried again later
+        raise DiskFull(_mask(f"the disk is full: pushing {branch} to {url}: {full}", token))
     raise GitError(_mask(f"pushing {branch} to {url}: " + (f"{reason}; " if reason else "")
                          + Git.describe_failure(["push"], proc.returncode, proc.stderr), token))
 
@@ -169,5 +239,5 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-__all__ = ["ZERO_SHA", "PushRejected", "auth_env", "ensure_mirror", "fetch", "ls_remote",
-           "push_with_lease", "remote_head"]
+__all__ = ["BLOB_FILTER", "PROMISOR", "ZERO_SHA", "PushRejected", "auth_env", "ensure_mirror",
+           "fetch", "fetch_blobs", "fetch_files", "ls_remote", "push_with_lease", "remote_head"]

@@ -82,6 +82,8 @@ def init_bare(git_dir: Path, *, default_branch: str, from_path: Path | None,
         run_sync(git_dir, "remote", "remove", "origin", ok=(0, 2))
     run_sync(git_dir, "config", "http.receivepack", "true")
     run_sync(git_dir, "config", "uploadpack.allowAnySHA1InWant", "true")
+    # Partial clones, as GitHub serves them: --filter=blob:none, and blobs wanted by OID.
+    run_sync(git_dir, "config", "uploadpack.allowFilter", "true")
     for key, value in config:
         run_sync(git_dir, "config", key, value)
 
