@@ -32,6 +32,7 @@ from bot.sync.state import load_fork_state, save_fork_state, save_plan, sync_bra
 from handlers.commands import router as commands_router
 from tests.conftest import FakeContext, FakeGH, sample_event
 from tests.factory import PLAIN_CONFIG, Scenario, git, git_text
+from tests.partial import serve_filters
 
 FORK = "vime-org/vime"
 PR = 7
@@ -103,6 +104,7 @@ def _bare_clone(source: Path, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "clone", "-q", "--bare", str(source), str(target)], check=True,
                    capture_output=True)
+    serve_filters(target)  # the App's caches are partial clones
     return target
 
 

@@ -15,6 +15,7 @@ from bot.sync.publish import publish_sync
 from bot.sync.state import load_fork_state, load_plan
 from tests.conftest import FakeContext
 from tests.factory import Scenario, make_demo
+from tests.partial import serve_filters
 from tests.test_publish import FORK, UPSTREAM, Hub, git
 
 COMMIT1 = """\
@@ -201,6 +202,7 @@ async def published(tmp_path: Path, demo: Scenario, fake_ctx: FakeContext) -> Pu
     remotes = tmp_path / "remotes"
     for name, src in ((UPSTREAM, demo.upstream_dir), (FORK, demo.fork_dir)):
         git("clone", "-q", "--bare", src, remotes / f"{name}.git")
+        serve_filters(remotes / f"{name}.git")  # the App's caches are partial clones
     fake_ctx.settings = dataclasses.replace(fake_ctx.settings, git_url=f"file://{remotes}")
     hub = Hub(fake_ctx.gh, remotes / f"{FORK}.git")
     result = await publish_sync(fake_ctx, FORK, 1)

@@ -27,6 +27,7 @@ from bot.sync.publish.run import published
 from bot.sync.state import load_fork_state, load_plan, save_fork_state, sync_branch_name
 from tests.conftest import FakeContext, FakeGH, Request
 from tests.factory import Scenario, make_demo
+from tests.partial import serve_filters
 
 FORK = "vime-org/vime"
 UPSTREAM = "THUDM/slime"
@@ -252,6 +253,7 @@ def world(tmp_path: Path, demo: Scenario, fake_ctx: FakeContext) -> World:
     remotes = tmp_path / "remotes"
     for name, src in ((UPSTREAM, demo.upstream_dir), (FORK, demo.fork_dir)):
         git("clone", "-q", "--bare", src, remotes / f"{name}.git")
+        serve_filters(remotes / f"{name}.git")  # the App's caches are partial clones
     fake_ctx.settings = dataclasses.replace(fake_ctx.settings, git_url=f"file://{remotes}")
     hub = Hub(fake_ctx.gh, remotes / f"{FORK}.git")
     return World(demo, remotes, fake_ctx, hub)
@@ -472,6 +474,7 @@ def fresh(tmp_path: Path, fake_ctx: FakeContext) -> tuple[Scenario, Path]:
     remotes = tmp_path / "remotes"
     for name, src in ((UPSTREAM, s.upstream_dir), (FORK, s.fork_dir)):
         git("clone", "-q", "--bare", src, remotes / f"{name}.git")
+        serve_filters(remotes / f"{name}.git")
     fake_ctx.settings = dataclasses.replace(fake_ctx.settings, git_url=f"file://{remotes}")
     Hub(fake_ctx.gh, remotes / f"{FORK}.git")
     return s, remotes

@@ -1,10 +1,11 @@
 """The App on a broken or stuck repository: the job fails, says why on the fork, lets go.
 
-The fork's cache mirror is filled with loose objects, then one blob the merge needs is
-deleted (a broken object store) or turned into a FIFO (git blocks opening it, as on a
-stuck disk). The ``sync`` job must end: the ``forksync`` check on fork main names the
-object and the path, the job is recorded as failed with the same line, and its lease
-goes back to the queue for a later retry.
+The fork's cache mirror is filled with loose objects, blobs included (as after earlier
+windows), then one blob the merge needs is deleted from it and from the fork on the
+server (a broken object store that no fetch can mend) or turned into a FIFO (git blocks
+opening it, as on a stuck disk). The ``sync`` job must end: the ``forksync`` check on
+fork main names the object and the path, the job is recorded as failed with the same
+line, and its lease goes back to the queue for a later retry.
 """
 
 from __future__ import annotations
@@ -42,22 +43,30 @@ class Broken:
     hub: Hub
     oid: str
     loose: Path  # the loose object file in the App's fork mirror
+    served: Path  # the same object's file in the fork on the server
 
 
 @pytest.fixture
 def broken(tmp_path: Path, demo: Scenario, fake_ctx: FakeContext) -> Broken:
     remotes = tmp_path / "remotes"
-    for name, src in ((UPSTREAM, demo.upstream_dir), (FORK, demo.fork_dir)):
-        git("clone", "-q", "--bare", src, remotes / f"{name}.git")
+    git("clone", "-q", "--bare", demo.upstream_dir, remotes / f"{UPSTREAM}.git")
+    served = remotes / f"{FORK}.git"  # loose objects, so that one can go missing
+    git("init", "-q", "--bare", served)
+    git("--git-dir", served, "-c", "fetch.unpackLimit=1000000", "fetch", "-q", demo.fork_dir,
+        "+refs/heads/*:refs/heads/*")
+    for repo in (served, remotes / f"{UPSTREAM}.git"):
+        git("--git-dir", repo, "config", "uploadpack.allowFilter", "true")
+        git("--git-dir", repo, "config", "uploadpack.allowAnySHA1InWant", "true")
     fake_ctx.settings = dataclasses.replace(fake_ctx.settings, git_url=f"file://{remotes}")
     hub = Hub(fake_ctx.gh, remotes / f"{FORK}.git")
     # The App's own mirror of the fork, fetched as it fetches, but kept as loose objects.
     mirror = remote.ensure_mirror(fake_ctx.settings.cache_dir, FORK)
     git("--git-dir", mirror, "config", "fetch.unpackLimit", "1000000")
     remote.fetch(mirror, f"file://{remotes}/{FORK}.git", ["+refs/heads/main:refs/heads/main"],
-                 None)
+                 None, blobs=True)
     oid = git("--git-dir", mirror, "rev-parse", f"main:{BROKEN}")
-    return Broken(fake_ctx, hub, oid, Path(mirror) / "objects" / oid[:2] / oid[2:])
+    loose = Path("objects") / oid[:2] / oid[2:]
+    return Broken(fake_ctx, hub, oid, Path(mirror) / loose, served / loose)
 
 
 def the_check(hub: Hub) -> dict[str, Any]:
@@ -68,6 +77,7 @@ def the_check(hub: Hub) -> dict[str, Any]:
 async def test_a_missing_object_fails_the_job_with_its_line_in_the_check(
         broken: Broken) -> None:
     broken.loose.unlink()
+    broken.served.unlink()
     with pytest.raises(MissingObject) as info:
         await publish_sync(broken.ctx, FORK, 1)
     run = the_check(broken.hub)

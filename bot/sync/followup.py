@@ -18,13 +18,16 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.app.context import JobContext
+from bot.engine.config import CONFIG_PATH
 from bot.engine.gate import Remaining
 from bot.engine.git import Git
 from bot.engine.markers import split_lines
 from bot.engine.model import marker_size_of
+from bot.engine.needs import blobs_at
 from bot.engine.rescan import (
     ScanResult,
     classify_resolution,
@@ -77,9 +80,31 @@ def residue_remaining(translator: Any, plan_json: dict[str, Any],
     return out
 
 
+async def fetch_read_files(git: Git, plan_json: dict[str, Any], sync: dict[str, Any], head: str,
+                           url_and_token: Callable[[], Awaitable[tuple[str, str]]]) -> None:
+    """The trees and blobs ``read_head`` reads at commit 1 and the head, where missing."""
+    revs = [rev for rev in (sync["commit"], head) if git.rev_parse(rev)]
+    paths = await asyncio.to_thread(_files_read, git, plan_json, sync["commit"], head)
+    wanted = await asyncio.to_thread(blobs_at, git, revs, paths)
+    if await asyncio.to_thread(git.missing_objects, list(wanted)):
+        url, token = await url_and_token()
+        await asyncio.to_thread(remote.fetch_blobs, git.git_dir, url, wanted, token,
+                                repo="the fork repository")
+
+
+def _files_read(git: Git, plan_json: dict[str, Any], commit: str, head: str) -> list[str]:
+    """The plan's files, those people changed outside it (as read_head reads), the config."""
+    paths = [f["path"] for f in plan_json.get("files", [])]
+    planned = set(paths)
+    if git.rev_parse(commit) and git.rev_parse(head):
+        paths += [p for p in git.text("diff", "--name-only", "-z", "--no-renames", commit, head,
+                                      "--").split("\0") if p and p not in planned]
+    return [*paths, CONFIG_PATH]
+
+
 def load_translator(git_dir: str, rev: str) -> Any | None:
     """The translation of the config the sync ran with (None if it cannot be read)."""
-    from bot.engine.config import CONFIG_PATH, load_config
+    from bot.engine.config import load_config
     from bot.engine.translate import Translator
     from bot.sync.publish.fetch import read_config_text
 
@@ -105,13 +130,21 @@ async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | No
     gh = await ctx.gh_for(installation_id)
     fork_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, fork)
     git = Git(fork_git)
+    access: list[tuple[str, str]] = []
+
+    async def url_and_token() -> tuple[str, str]:
+        if not access:
+            token = await ctx.git_token_for(installation_id)
+            if settings.git_url:
+                url = settings.clone_url(fork)
+            else:
+                repo = await gh.getitem(f"/repos/{fork}")
+                url = settings.clone_url(fork, repo.get("clone_url"))
+            access.append((url, token))
+        return access[0]
+
     if git.rev_parse(head_sha) is None:
-        token = await ctx.git_token_for(installation_id)
-        if settings.git_url:
-            url = settings.clone_url(fork)
-        else:
-            repo = await gh.getitem(f"/repos/{fork}")
-            url = settings.clone_url(fork, repo.get("clone_url"))
+        url, token = await url_and_token()
         await asyncio.to_thread(remote.fetch, fork_git, url,
                                 [f"+refs/heads/{sync['branch']}:refs/forksync/head"], token)
         if git.rev_parse(head_sha) is None:
@@ -124,6 +157,9 @@ async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | No
     except ForksyncError as exc:  # the data directory lost it: say so on the head
         await report_error(gh, fork, head_sha, "forksync cannot check this push", str(exc))
         return None
+    # The cache is a partial clone: what the scan reads comes first, in one fetch, so
+    # that a file read as absent is absent (the check must never pass on a missing blob).
+    await fetch_read_files(git, plan_json, sync, head_sha, url_and_token)
     result, commit_files, head_files = await asyncio.to_thread(read_head, fork_git, plan_json,
                                                                sync, head_sha)
     translator = await asyncio.to_thread(load_translator, fork_git, sync["commit"])

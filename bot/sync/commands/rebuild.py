@@ -56,6 +56,7 @@ class _Inputs:
     config: Config
     upstream_git: str
     workflows: bool  # the push may change workflow files (the App's Workflows permission)
+    upstream_url: str
 
 
 async def rebuild(run: Runner, command: Extend | Refresh) -> str:
@@ -122,6 +123,9 @@ async def _fetch_inputs(run: Runner, branch: Branch, old_plan: dict[str, Any]) -
                             [f"+refs/heads/{fork_branch}:refs/heads/{fork_branch}"],
                             branch.token)
     fork_main = branch.git.rev_parse(f"refs/heads/{fork_branch}")
+    if fork_main is not None:  # a partial clone: the config's blob comes now
+        await asyncio.to_thread(remote.fetch_files, branch.git.git_dir, branch.url, [fork_main],
+                                [CONFIG_PATH], branch.token)
     config_text = await asyncio.to_thread(gitops.read_text, branch.git, fork_main or "",
                                           CONFIG_PATH)
     if fork_main is None or config_text is None:
@@ -136,7 +140,7 @@ async def _fetch_inputs(run: Runner, branch: Branch, old_plan: dict[str, Any]) -
                             [f"+refs/heads/{upstream_branch}:refs/heads/{upstream_branch}"],
                             branch.token)
     return _Inputs(fork_branch, fork_main, config, upstream_git,
-                   await run.ctx.may_write_workflows(run.req.installation_id))
+                   await run.ctx.may_write_workflows(run.req.installation_id), upstream_url)
 
 
 async def _extend_tip(command: Extend, up: Git, upstream_branch: str, old_tip: str) -> str:
@@ -175,15 +179,23 @@ async def _record(run: Runner, branch: Branch, old_plan: dict[str, Any]) -> Reco
 async def _merge(run: Runner, branch: Branch, inputs: _Inputs, tip: str,
                  old_plan: dict[str, Any]) -> tuple[SyncResult, dict[str, Any]]:
     """2. The new merge: commit 1 on a local work branch of the fork cache."""
+    from bot.engine.pipeline import needs
     from bot.engine.pipeline import sync as engine_sync
 
     git = branch.git
     git.run("update-ref", "-d", f"refs/heads/{_LOCAL_WORK_BRANCH}", ok_codes=(0, 1))
-    result = await asyncio.to_thread(
-        engine_sync, git.git_dir, inputs.upstream_git, to_rev=tip, config=inputs.config,
-        fork_branch=inputs.fork_branch, branch=_LOCAL_WORK_BRANCH,
-        workdir=str(run.ctx.settings.data_dir / "work"),
-        git_timeout=run.ctx.settings.git_timeout_seconds, workflows=inputs.workflows)
+    args: dict[str, Any] = {
+        "to_rev": tip, "config": inputs.config, "fork_branch": inputs.fork_branch,
+        "workdir": str(run.ctx.settings.data_dir / "work"),
+        "git_timeout": run.ctx.settings.git_timeout_seconds, "workflows": inputs.workflows}
+    # The caches are partial clones: the blobs the merge reads come first, in one fetch each.
+    wanted = await asyncio.to_thread(needs, git.git_dir, inputs.upstream_git, **args)
+    await asyncio.to_thread(remote.fetch_blobs, git.git_dir, branch.url, wanted.fork,
+                            branch.token, repo="the fork repository")
+    await asyncio.to_thread(remote.fetch_blobs, inputs.upstream_git, inputs.upstream_url,
+                            wanted.upstream, branch.token, repo="the upstream repository")
+    result = await asyncio.to_thread(engine_sync, git.git_dir, inputs.upstream_git,
+                                     branch=_LOCAL_WORK_BRANCH, **args)
     plan_json: dict[str, Any] = result.plan.to_json()
     if plan_json["cutoff"] != old_plan["cutoff"]:
         raise CommandFailed(

@@ -9,12 +9,14 @@ put back instead. ``/sync answer`` on one region uses the same steps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from bot.engine import markers, rerere
 from bot.engine.git import Git
 from bot.engine.markers import MARKER_SIZE
 from bot.engine.model import marker_sizes
+from bot.errors import ForksyncError
 from bot.github import remote
 from bot.sync.commands import gitops
 from bot.sync.commands.gitops import TRAILER
@@ -202,7 +204,7 @@ async def take_whole_file(run: Runner, branch: Branch, path: str, side: str,
     if done:
         return f"\n\nDone already in {done[:12]}."
     entry = sides[side]
-    if entry is not None and not await asyncio.to_thread(_bring_object, run, branch.git, entry):
+    if entry is not None and not await _fetch_object(run, branch, entry):
         raise CommandFailed(f"{side}'s version of `{path}` is no longer in my caches. "
                             f"{how}")
     message = (f"forksync: resolve {path} with {side}\n\nRequested by @{run.req.author} "
@@ -216,6 +218,28 @@ async def take_whole_file(run: Runner, branch: Branch, path: str, side: str,
     what = "deleted" if entry is None else f"set to {side}'s version"
     return (f"\n\n`{path}` is {what} in {commit[:12]} ({item['id']}). The checklist "
             "and the check update after the rescan.")
+
+
+async def _fetch_object(run: Runner, branch: Branch, entry: dict[str, str]) -> bool:
+    """The side's object in the fork cache: from a local cache, else from the fork or upstream.
+
+    The caches are partial clones, so fork main's version may be only on the server,
+    and an upstream version only in the upstream repository.
+    """
+    if await asyncio.to_thread(_bring_object, run, branch.git, entry):
+        return True
+    wanted = {entry["oid"]: "a whole-file side"}
+    with contextlib.suppress(ForksyncError):  # not the fork's: maybe the upstream's
+        await asyncio.to_thread(remote.fetch_blobs, branch.git.git_dir, branch.url, wanted,
+                                branch.token)
+        return True
+    upstream = run.state.get("upstream")
+    if upstream:
+        cache = await asyncio.to_thread(remote.ensure_mirror, run.ctx.cache_dir, upstream)
+        with contextlib.suppress(ForksyncError):
+            await asyncio.to_thread(remote.fetch_blobs, cache, await run.clone_url(upstream),
+                                    wanted, branch.token)
+    return await asyncio.to_thread(_bring_object, run, branch.git, entry)
 
 
 def _bring_object(run: Runner, git: Git, entry: dict[str, str]) -> bool:

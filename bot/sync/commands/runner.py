@@ -13,15 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.app.context import JobContext
+from bot.engine.config import CONFIG_PATH
 from bot.engine.gate import Remaining, initial_remaining
 from bot.engine.git import Git
+from bot.errors import ForksyncError
 from bot.github import remote
 from bot.github.checks import upsert_check_run
 from bot.github.client import get_or_none
 from bot.sync.commands.request import CommandFailed, CommandRequest, reply_marker
 from bot.sync.publish.fetch import clone_url
 from bot.sync.publish.pr import render_pr_body
-from bot.sync.state import load_fork_state, remember_pushed, save_fork_state
+from bot.sync.state import load_fork_state, load_plan, remember_pushed, save_fork_state
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 MAX_DONE = 200  # comment ids remembered as answered
@@ -127,6 +129,15 @@ class Runner:
         fetched = git.rev_parse(_HEAD_REF)
         if fetched != head:
             raise remote.PushRejected(sync["branch"], head, "it moved while it was fetched")
+        # The cache is a partial clone: every command reads the window's files at the head
+        # or at commit 1, so they come now, in one fetch.
+        revs = [rev for rev in (sync.get("commit"), head) if rev and git.rev_parse(rev)]
+        try:
+            paths = [f["path"] for f in load_plan(sync).get("files", [])]
+        except ForksyncError:
+            paths = []  # the command says so itself when it needs the plan
+        await asyncio.to_thread(remote.fetch_files, git_dir, url, revs, [*paths, CONFIG_PATH],
+                                token, repo="the fork repository")
         return Branch(git, url, token, head)
 
     async def push(self, branch: Branch, commit: str) -> None:

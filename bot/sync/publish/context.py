@@ -40,6 +40,7 @@ class Repos:
     fork_branch: str
     fork_main: str
     upstream_head: str
+    upstream_token: str | None = None  # the upstream's, when not the fork's (private upstream)
 
 
 class RunContext:

@@ -35,6 +35,9 @@ async def fetch(run: RunContext) -> Config | PublishResult:
                             [f"+refs/heads/{fork_branch}:refs/heads/{fork_branch}"],
                             run.token)
     fork_main = Git(fork_git).rev_parse(f"refs/heads/{fork_branch}")
+    if fork_main is not None:  # the cache is a partial clone: its config's blob comes now
+        await asyncio.to_thread(remote.fetch_files, fork_git, fork_url, [fork_main],
+                                [CONFIG_PATH], run.token)
     config_text = await asyncio.to_thread(read_config_text, fork_git,
                                           f"refs/heads/{fork_branch}")
     if fork_main is None or config_text is None:
@@ -59,7 +62,7 @@ async def fetch(run: RunContext) -> Config | PublishResult:
     run.state["last_seen_upstream"] = upstream_head
     run.repos = Repos(fork_git, upstream_git, fork_url, upstream_url,
                       fork_repo.get("html_url") or f"https://github.com/{fork}",
-                      fork_branch, fork_main, upstream_head)
+                      fork_branch, fork_main, upstream_head, up_token)
     return config
 
 

@@ -16,9 +16,13 @@ from typing import Any
 from bot.app.settings import Settings
 from bot.engine.config import Config
 from bot.engine.git import Git
+from bot.engine.merge import FORK, UPSTREAM
+from bot.engine.needs import Needs
+from bot.engine.pipeline import needs as engine_needs
 from bot.engine.pipeline import sync as engine_sync
 from bot.engine.window import find_cutoff, newest_by_ancestry, resolve_rev
-from bot.errors import ForksyncError, GitError, GitTimeout, MissingObject
+from bot.errors import DiskFull, ForksyncError, GitError, GitTimeout, MissingObject
+from bot.github import remote
 from bot.github.checks import report_error
 from bot.sync.publish.context import PublishResult, Repos, RunContext
 from bot.sync.state import load_plan, save_plan, sync_branch_name
@@ -64,23 +68,20 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
     # file: the merge then keeps the fork's and lists upstream's changes to port by hand.
     workflows = await run.ctx.may_write_workflows(run.state.get("installation_id"))
     try:
+        wanted = await asyncio.to_thread(_needs, run.ctx.settings, repos, config, tip_sha,
+                                         cutoff)
+    except ForksyncError as exc:
+        return await _cannot_sync(run, exc, cutoff)
+    try:
+        await fetch_needed(repos, wanted, run.token)
+    except (MissingObject, DiskFull) as exc:
+        return await _cannot_sync(run, exc, cutoff)  # said on the head, then retried
+    # (any other failure to fetch is the network's: the job fails and is retried)
+    try:
         plan_json, commit, report_path = await _run_engine(
             run.ctx.settings, repos, config, tip_sha, cutoff, workflows)
     except ForksyncError as exc:
-        # The engine works on local repositories only, so most of its errors do not go
-        # away by retrying: people must act (fix the config, name the cutoff). Say so on
-        # the fork's head, where they look.
-        broken = isinstance(exc, MissingObject | GitTimeout)
-        advice = "" if cutoff is not None or isinstance(exc, GitError) else \
-            FIRST_SYNC_ADVICE.format(upstream=run.state["upstream"], branch=repos.fork_branch)
-        await report_error(run.gh, run.fork, repos.fork_main, "forksync cannot sync",
-                           str(exc) + (RETRY_NOTE if broken else advice))
-        await run.save()
-        if broken:
-            # A broken or stuck repository may mend (a mirror fetched again, a disk
-            # back): the job fails, its lease goes back, and the queue retries it.
-            raise
-        return run.result("refused")
+        return await _cannot_sync(run, exc, cutoff)
     run.state["sync"] = {
         "branch": sync_branch_name(plan_json["cutoff"]), "commit": commit,
         "cutoff": plan_json["cutoff"], "tip": plan_json["tip"], "ours": repos.fork_main,
@@ -91,6 +92,43 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
                        if report_path else None),
     }
     return plan_json, "opened"
+
+
+async def _cannot_sync(run: RunContext, exc: ForksyncError, cutoff: str | None) -> PublishResult:
+    """Say why on the fork's head; retry what may mend, refuse what people must fix.
+
+    The engine works on local repositories only, so most of its errors do not go away
+    by retrying: people must act (fix the config, name the cutoff).
+    """
+    repos = run.repos
+    broken = isinstance(exc, MissingObject | GitTimeout | DiskFull)
+    advice = "" if cutoff is not None or isinstance(exc, GitError) else \
+        FIRST_SYNC_ADVICE.format(upstream=run.state["upstream"], branch=repos.fork_branch)
+    await report_error(run.gh, run.fork, repos.fork_main, "forksync cannot sync",
+                       str(exc) + (RETRY_NOTE if broken else advice))
+    await run.save()
+    if broken:
+        # A broken or stuck repository may mend (a mirror fetched again, a disk back):
+        # the job fails, its lease goes back, and the queue retries it.
+        raise exc
+    return run.result("refused")
+
+
+def _needs(settings: Settings, repos: Repos, config: Config, tip_sha: str,
+           cutoff: str | None) -> Needs:
+    """The blobs the engine will read, worked out from the caches' commits and trees."""
+    return engine_needs(repos.fork_git, repos.upstream_git, from_rev=cutoff, to_rev=tip_sha,
+                        config=config, fork_branch=repos.fork_branch,
+                        workdir=str(settings.data_dir / "work"),
+                        git_timeout=settings.git_timeout_seconds)
+
+
+async def fetch_needed(repos: Repos, wanted: Needs, token: str) -> None:
+    """The blobs the window needs, one fetch per repository (the caches are partial clones)."""
+    await asyncio.to_thread(remote.fetch_blobs, repos.fork_git, repos.fork_url, wanted.fork,
+                            token, repo=FORK)
+    await asyncio.to_thread(remote.fetch_blobs, repos.upstream_git, repos.upstream_url,
+                            wanted.upstream, repos.upstream_token or token, repo=UPSTREAM)
 
 
 def find_sync_cutoff(repos: Repos, upstream: str, merged_tip: str | None) -> str | None:
