@@ -68,6 +68,9 @@ class Settings:
     # Token mode only: the token may change workflow files (a PAT with the `workflow`
     # scope). An App's installation says so itself; GITHUB_TOKEN never can.
     token_writes_workflows: bool = False
+    # The git caches' bound (None: unbounded); past it the least recently used go.
+    cache_max_bytes: int | None = None
+    cache_gc_hours: float = 24.0  # how often the caches are repacked (0: never)
 
     @property
     def mode(self) -> Literal["app", "token"]:
@@ -219,6 +222,9 @@ class Settings:
                                        cls.git_timeout_seconds, minimum=0.1),
             database_url=database_url,
             token_writes_workflows=workflows == "write",
+            cache_max_bytes=_gigabytes(env, "FORKSYNC_CACHE_MAX_GB"),
+            cache_gc_hours=_float(env, "FORKSYNC_CACHE_GC_HOURS", cls.cache_gc_hours,
+                                  minimum=0.0, unit="hours"),
         )
 
 
@@ -287,7 +293,8 @@ def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int,
     return default if value is None else value
 
 
-def _float(env: Mapping[str, str], name: str, default: float, *, minimum: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, *, minimum: float,
+           unit: str = "seconds") -> float:
     raw = env.get(name, "")
     if raw == "":
         return default
@@ -296,8 +303,23 @@ def _float(env: Mapping[str, str], name: str, default: float, *, minimum: float)
     except ValueError:
         value = float("nan")
     if not value >= minimum or value == float("inf"):
-        raise SettingsError(f"{name}: expected a number of seconds >= {minimum:g}, got {raw!r}")
+        raise SettingsError(f"{name}: expected a number of {unit} >= {minimum:g}, got {raw!r}")
     return value
+
+
+def _gigabytes(env: Mapping[str, str], name: str) -> int | None:
+    """A size in GB (decimal, fractions allowed) as bytes; unset: None."""
+    raw = env.get(name, "")
+    if raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise SettingsError(f"{name}: expected a size in GB greater than 0 (e.g. 50 or 0.5), "
+                            f"got {raw!r}")
+    return int(value * 1e9)
 
 
 def _optional_int(env: Mapping[str, str], name: str, *, minimum: int,

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import logging
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,11 +34,31 @@ from bot.engine.git import Git, mask_secrets
 from bot.engine.needs import blobs_at
 from bot.engine.process import no_space
 from bot.errors import DiskFull, GitError, MissingObject
+from bot.github import caches
+
+log = logging.getLogger(__name__)
 
 ZERO_SHA = "0" * 40
 PROMISOR = "origin"  # the promisor remote's name, on fetches' command lines only
 BLOB_FILTER = "blob:none"
+TREE_FILTER = "tree:0"  # commits alone
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class CacheBroken(GitError):
+    """A cache repository is corrupt or half written: delete it and fetch again."""
+
+    def __init__(self, git_dir: str | Path, detail: str) -> None:
+        self.git_dir = str(git_dir)
+        super().__init__(f"the cache {git_dir} is broken ({detail})")
+
+
+# git's words for a repository it cannot read or update (not for a network failure).
+_BROKEN = re.compile(
+    r"not a git repository|does not match index|index file .* is too small|is corrupt|"
+    r"bad object|object [0-9a-f]{40,64} not found|did not send all necessary objects|"
+    r"cannot lock ref|unable to read|inflate|cannot be accessed|object file .* is empty|"
+    r"missing (?:blob|tree|commit)|bad tree|invalid object", re.IGNORECASE)
 
 
 class PushRejected(GitError):
@@ -104,6 +126,17 @@ def _run(git: Git, args: Sequence[str], token: str | None, what: str) -> str:
     return proc.stdout.decode("utf-8", "replace")
 
 
+def _into_cache(git: Git, args: Sequence[str], token: str | None, what: str,
+                input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run a fetch into a cache; a cache git cannot use is :class:`CacheBroken`."""
+    proc = git.run_proc(*args, input=input)
+    if proc.returncode != 0 and not no_space(proc.stderr):
+        found = _BROKEN.search(proc.stderr.decode("utf-8", "replace"))
+        if found:
+            raise CacheBroken(git.git_dir, _mask(found.group(0), token))
+    return proc
+
+
 def _promisor(url: str) -> list[str]:
     # The promisor remote, for one command only (see the module's docstring). Naming the
     # filter too keeps git from writing the remote into the cache's config.
@@ -112,18 +145,103 @@ def _promisor(url: str) -> list[str]:
 
 
 def fetch(git_dir: str | Path, url: str, refspecs: Sequence[str], token: str | None,
-          *, depth: int | None = None, blobs: bool = False) -> None:
-    """Fetch ``refspecs`` from ``url`` into the cache at ``git_dir``: commits and trees only.
+          *, depth: int | None = None, blobs: bool = False, trees: bool = True) -> None:
+    """Fetch ``refspecs`` from ``url`` into the cache at ``git_dir``: commits and trees.
 
-    ``blobs=True`` fetches the blobs too (a full fetch). A server that does not filter
-    sends everything, which is slower but just as correct.
+    ``trees=False`` fetches commits alone (a treeless fetch: the history costs no
+    trees; :func:`fetch_trees` brings those of the commits a job reads). ``blobs=True``
+    fetches everything. A server that does not filter sends everything, which is slower
+    but just as correct.
     """
-    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--force",
-            "--no-filter" if blobs else f"--filter={BLOB_FILTER}"]
+    spec = "--no-filter" if blobs else f"--filter={BLOB_FILTER if trees else TREE_FILTER}"
+    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--force", spec]
     if depth is not None:
         args.append(f"--depth={depth}")
     git = Git(git_dir, config=[*_CONFIG, *_promisor(url)], env=auth_env(token))
-    _run(git, [*args, "--", PROMISOR, *refspecs], token, f"fetching from {_mask(url, token)}")
+    what = f"fetching from {_mask(url, token)}"
+    proc = _into_cache(git, [*args, "--", PROMISOR, *refspecs], token, what)
+    if proc.returncode != 0:
+        raise _failure(proc, args, token, what)
+
+
+def fetch_branch(git_dir: str | Path, url: str, branch: str, token: str | None, *,
+                 ref: str | None = None) -> str | None:
+    """Fetch ``branch`` into ``ref`` (default ``refs/heads/<branch>``); its new head.
+
+    The first time, commits alone: the history's trees are never read, and
+    :func:`fetch_trees` brings those of the commits a job reads. Later, the new commits
+    come with their trees, less what the tree of the head the cache had holds: the
+    server leaves out what it knows the cache has, so only what changed comes.
+    """
+    local = ref or f"refs/heads/{branch}"
+    git = Git(git_dir)
+    before = git.rev_parse(local)
+    warm = before is not None and not git.missing_objects(_roots(git, [before]))
+    fetch(git_dir, url, [f"+refs/heads/{branch}:{local}"], token, trees=warm)
+    return git.rev_parse(local)
+
+
+def fetch_trees(git_dir: str | Path, url: str, commits: Sequence[str], token: str | None,
+                *, base: str | None = None, repo: str | None = None) -> int:
+    """Give every commit of ``commits`` its whole tree (no blobs); returns the trees fetched.
+
+    A root tree the cache lacks comes whole, with one request for all of them (the
+    union of a window's roots is about one tree of the repository, plus what the
+    window changed). What a fetch of new commits left out, believing the cache has it
+    (a directory as an older commit had it), is then fetched too: the trees under the
+    roots are checked, below what ``base``'s tree (one the cache has whole) holds. A
+    tree the server does not have is :class:`MissingObject`.
+    """
+    local = Git(git_dir)
+    roots = _roots(local, commits)
+    base_roots = _roots(local, [base]) if base else []
+    negative = [] if local.missing_objects(base_roots) else base_roots
+    missing = local.missing_objects(roots)
+    fetched = 0
+    for _ in range(4):
+        if missing:
+            _want(local, url, missing, token, "trees")
+            fetched += len(missing)
+            gone = local.missing_objects(missing)
+            if gone:
+                raise MissingObject(gone[0], kind="tree", repo=repo or _mask(url, token),
+                                    path="a directory of a commit")
+        missing = _holes(local, roots, negative)
+        if not missing:
+            return fetched
+    raise MissingObject(missing[0], kind="tree", repo=repo or _mask(url, token),
+                        path="a directory the server did not send")
+
+
+def _want(local: Git, url: str, oids: Sequence[str], token: str | None, what: str) -> None:
+    """One fetch of these objects by OID (no negotiation; blobs only if wanted)."""
+    git = Git(local.git_dir, config=[*_CONFIG, *_promisor(url), "fetch.negotiationAlgorithm=noop"],
+              env=auth_env(token))
+    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no",
+            f"--filter={BLOB_FILTER}", "--stdin", PROMISOR]
+    doing = f"fetching {len(oids)} {what} from {_mask(url, token)}"
+    proc = _into_cache(git, args, token, doing, input="".join(f"{o}\n" for o in oids).encode())
+    # "not our ref": the server has no such object, which the caller names.
+    if proc.returncode != 0 and b"not our ref" not in proc.stderr:
+        raise _failure(proc, args, token, doing)
+
+
+def _roots(git: Git, commits: Sequence[str]) -> list[str]:
+    """The root tree of each commit (read from the commits alone)."""
+    if not commits:
+        return []
+    out = git.text("log", "--no-walk=unsorted", "--format=%T", "--stdin",
+                   input="".join(f"{c}\n" for c in commits).encode())
+    return sorted(set(out.split()))
+
+
+def _holes(git: Git, roots: Sequence[str], negative: Sequence[str]) -> list[str]:
+    """Trees under ``roots`` the cache lacks (below ``negative`` roots nothing is looked at)."""
+    out = git.text("rev-list", "--objects", f"--filter={BLOB_FILTER}", "--missing=print",
+                   "--no-object-names", "--stdin",
+                   input="".join(f"{x}\n" for x in [*roots, *(f"^{n}" for n in negative)])
+                   .encode())
+    return sorted({line[1:] for line in out.split() if line.startswith("?")})
 
 
 def fetch_blobs(git_dir: str | Path, url: str, blobs: Mapping[str, str], token: str | None,
@@ -137,16 +255,7 @@ def fetch_blobs(git_dir: str | Path, url: str, blobs: Mapping[str, str], token: 
     wanted = local.missing_objects(list(blobs))
     if not wanted:
         return 0
-    # The wants are all the server needs: no negotiation of what we have (noop), and
-    # the filter keeps a wanted commit or tree from bringing its blobs along.
-    git = Git(git_dir, config=[*_CONFIG, *_promisor(url), "fetch.negotiationAlgorithm=noop"],
-              env=auth_env(token))
-    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no",
-            f"--filter={BLOB_FILTER}", "--stdin", PROMISOR]
-    proc = git.run_proc(*args, input="".join(f"{oid}\n" for oid in wanted).encode())
-    # "not our ref": the server has no such object, which the check below names.
-    if proc.returncode != 0 and b"not our ref" not in proc.stderr:
-        raise _failure(proc, args, token, f"fetching {len(wanted)} blobs from {_mask(url, token)}")
+    _want(local, url, wanted, token, "blobs")
     still = local.missing_objects(wanted)
     if still:
         raise MissingObject(still[0], kind="blob", path=blobs[still[0]],
@@ -155,8 +264,10 @@ def fetch_blobs(git_dir: str | Path, url: str, blobs: Mapping[str, str], token: 
 
 
 def fetch_files(git_dir: str | Path, url: str, revs: Sequence[str], paths: Sequence[str],
-                token: str | None, *, repo: str | None = None) -> int:
-    """Bring the blobs of ``paths`` at ``revs`` (commits the cache has) that it lacks."""
+                token: str | None, *, base: str | None = None, repo: str | None = None) -> int:
+    """Bring the trees of ``revs`` and the blobs of ``paths`` at them, where the cache lacks
+    them (``base``: see :func:`fetch_trees`); returns how many blobs were fetched."""
+    fetch_trees(git_dir, url, revs, token, base=base, repo=repo)
     return fetch_blobs(git_dir, url, blobs_at(Git(git_dir), revs, paths), token, repo=repo)
 
 
@@ -213,20 +324,37 @@ def remote_head(url: str, branch: str, token: str | None) -> str | None:
 def ensure_mirror(cache_dir: str | Path, name: str) -> str:
     """A bare cache repository for ``name`` (e.g. ``owner/repo``) under ``cache_dir``.
 
-    Created on first use. Jobs for one fork are serialized by the queue, but an
-    upstream may be shared by several forks, so creation takes a file lock.
+    Created on first use, and made afresh when what is there is not a repository (a
+    creation or a deletion a killed process left half done). An upstream may be shared
+    by several forks, so creation takes a file lock. Inside a job
+    (:func:`bot.github.caches.job_scope`) the cache stays in use until the job ends.
     """
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
-    git_dir = cache / (_SAFE_NAME.sub("_", name.replace("/", "__")).strip("._") + ".git")
+    git_dir = mirror_path(cache, name)
     with _locked(cache / ".lock"):
+        if git_dir.exists() and not _is_repository(git_dir) and caches.rebuild(git_dir):
+            log.warning("the cache %s was not a repository: made afresh", git_dir)
         if not (git_dir / "HEAD").exists():
             tmp = git_dir.with_name(git_dir.name + ".init")
+            shutil.rmtree(tmp, ignore_errors=True)
             Git(tmp).run("init", "--quiet", "--bare", str(tmp))
             # Keep objects that only synthetic commits reference; gc is ours to run.
             Git(tmp).run("config", "gc.auto", "0")
             os.replace(tmp, git_dir)
+    caches.use(git_dir)
     return str(git_dir)
+
+
+def mirror_path(cache_dir: str | Path, name: str) -> Path:
+    """Where the cache of ``name`` (``owner/repo``) is, or would be."""
+    return Path(cache_dir) / (_SAFE_NAME.sub("_", name.replace("/", "__")).strip("._") + ".git")
+
+
+def _is_repository(git_dir: Path) -> bool:
+    if not all((git_dir / part).exists() for part in ("HEAD", "objects", "refs", "config")):
+        return False
+    return Git(git_dir).run_proc("rev-parse", "--git-dir").returncode == 0
 
 
 @contextmanager
@@ -239,5 +367,6 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-__all__ = ["BLOB_FILTER", "PROMISOR", "ZERO_SHA", "PushRejected", "auth_env", "ensure_mirror",
-           "fetch", "fetch_blobs", "fetch_files", "ls_remote", "push_with_lease", "remote_head"]
+__all__ = ["BLOB_FILTER", "PROMISOR", "TREE_FILTER", "ZERO_SHA", "CacheBroken", "PushRejected",
+           "auth_env", "ensure_mirror", "fetch", "fetch_blobs", "fetch_branch", "fetch_files",
+           "fetch_trees", "ls_remote", "mirror_path", "push_with_lease", "remote_head"]

@@ -36,7 +36,7 @@ from bot.engine.rescan import (
     scan,
     tree_entries,
 )
-from bot.errors import ForksyncError
+from bot.errors import ForksyncError, MissingObject
 from bot.github import remote
 from bot.github.checks import report_error, upsert_check_run
 from bot.github.pulls import update_body
@@ -84,12 +84,22 @@ async def fetch_read_files(git: Git, plan_json: dict[str, Any], sync: dict[str, 
                            url_and_token: Callable[[], Awaitable[tuple[str, str]]]) -> None:
     """The trees and blobs ``read_head`` reads at commit 1 and the head, where missing."""
     revs = [rev for rev in (sync["commit"], head) if git.rev_parse(rev)]
-    paths = await asyncio.to_thread(_files_read, git, plan_json, sync["commit"], head)
-    wanted = await asyncio.to_thread(blobs_at, git, revs, paths)
-    if await asyncio.to_thread(git.missing_objects, list(wanted)):
-        url, token = await url_and_token()
-        await asyncio.to_thread(remote.fetch_blobs, git.git_dir, url, wanted, token,
-                                repo="the fork repository")
+    try:
+        paths: list[str] | None = await asyncio.to_thread(_files_read, git, plan_json,
+                                                          sync["commit"], head)
+        wanted = await asyncio.to_thread(blobs_at, git, revs, paths or [])
+        missing = await asyncio.to_thread(git.missing_objects, list(wanted))
+    except MissingObject:  # a tree the branch's fetch left out: the trees come first
+        paths, missing = None, ["a tree"]
+    if not missing:
+        return
+    url, token = await url_and_token()
+    if paths is None:
+        await asyncio.to_thread(remote.fetch_trees, git.git_dir, url, revs, token,
+                                base=sync.get("ours"), repo="the fork repository")
+        paths = await asyncio.to_thread(_files_read, git, plan_json, sync["commit"], head)
+    await asyncio.to_thread(remote.fetch_files, git.git_dir, url, revs, paths, token,
+                            base=sync.get("ours"), repo="the fork repository")
 
 
 def _files_read(git: Git, plan_json: dict[str, Any], commit: str, head: str) -> list[str]:

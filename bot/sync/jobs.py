@@ -18,6 +18,7 @@ from bot.sync.followup import rescan
 from bot.sync.onboard import ONBOARD, onboard_job
 from bot.sync.publish import publish_sync
 from bot.sync.state import load_fork_state
+from bot.sync.upkeep import CACHES_JOB, cached, caches_job
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +91,10 @@ async def poll_job(ctx: JobContext, payload: dict[str, Any]) -> None:
         await enqueue_sync(ctx, fork, installation_id, reason=head)
 
 
-JOBS: dict[str, JobFn] = {**COMMAND_JOBS, SYNC: sync_job, RESCAN: rescan_job, POLL: poll_job,
-                          ONBOARD: onboard_job}
+# The jobs that read the caches hold them in use while they run (bot.sync.upkeep).
+JOBS: dict[str, JobFn] = {**{kind: cached(fn) for kind, fn in COMMAND_JOBS.items()},
+                          SYNC: cached(sync_job), RESCAN: cached(rescan_job), POLL: poll_job,
+                          ONBOARD: cached(onboard_job), CACHES_JOB: caches_job}
 
 __all__ = ["JOBS", "POLL", "RESCAN", "SYNC", "enqueue_rescan", "enqueue_sync", "poll_job",
            "rescan_job", "sync_dedup", "sync_job"]

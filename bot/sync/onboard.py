@@ -92,14 +92,16 @@ async def onboard(ctx: JobContext, fork: str, installation_id: int | None) -> st
     fork_url = settings.clone_url(fork, repo.get("clone_url"))
     upstream_url = settings.clone_url(upstream, parent.get("clone_url"))
     fork_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, fork)
+    # Whole: the cutoff search translates whole upstream trees (bot.engine.cutoff), so
+    # these caches hold every blob, unlike a sync's partial ones.
     await asyncio.to_thread(remote.fetch, fork_git, fork_url,
-                            [f"+refs/heads/{branch}:refs/heads/{branch}"], token)
+                            [f"+refs/heads/{branch}:refs/heads/{branch}"], token, blobs=True)
     if find_cutoff(Git(fork_git), f"refs/heads/{branch}", upstream) is not None:
         return "has-cutoff"  # someone recorded it already; the config is all that is missing
     upstream_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, upstream)
     await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
                             [f"+refs/heads/{upstream_branch}:refs/heads/{upstream_branch}"],
-                            token)
+                            token, blobs=True)
     proposal = await asyncio.to_thread(
         propose_from_repos, Git(fork_git), f"refs/heads/{branch}", Git(upstream_git),
         f"refs/heads/{upstream_branch}", upstream_repo=upstream,

@@ -245,16 +245,16 @@ async def update_ref(git_dir: Path, ref: str, new: str, old: str | None = None) 
 
 # --- smart HTTP ----------------------------------------------------------------------------
 
-_HTTP_BACKEND_ENV_HEADERS = {"Git-Protocol": "GIT_PROTOCOL",
-                             "Content-Encoding": "HTTP_CONTENT_ENCODING"}
+_HTTP_BACKEND_ENV_HEADERS = {"Git-Protocol": "GIT_PROTOCOL"}
 
 
 async def http_backend(request: web.Request, project_root: Path, path_info: str,
-                       remote_user: str | None, extra_env: Mapping[str, str] | None = None
-                       ) -> web.StreamResponse:
+                       remote_user: str | None, extra_env: Mapping[str, str] | None = None,
+                       sent: list[int] | None = None) -> web.StreamResponse:
     """Run ``git http-backend`` as a CGI for one request, streaming both bodies.
 
-    ``extra_env`` reaches receive-pack's hooks (what the pusher may do).
+    ``extra_env`` reaches receive-pack's hooks (what the pusher may do); ``sent`` gets
+    the size of the response body (what the client fetched) appended.
     """
     env = git_env({
         **(extra_env or {}),
@@ -270,7 +270,10 @@ async def http_backend(request: web.Request, project_root: Path, path_info: str,
     })
     if remote_user:
         env["REMOTE_USER"] = remote_user
-    if request.content_length is not None:
+    # aiohttp inflates a gzip body (git sends big requests, e.g. many wants, gzipped), so
+    # http-backend gets the plain body, read to its end: the header's length is the
+    # compressed one.
+    if request.content_length is not None and "Content-Encoding" not in request.headers:
         env["CONTENT_LENGTH"] = str(request.content_length)
     for header, var in _HTTP_BACKEND_ENV_HEADERS.items():
         if header in request.headers:
@@ -298,9 +301,13 @@ async def http_backend(request: web.Request, project_root: Path, path_info: str,
         status, headers = await _read_cgi_headers(proc.stdout)
         response = web.StreamResponse(status=status, headers=headers)
         await response.prepare(request)
+        size = 0
         while chunk := await proc.stdout.read(64 * 1024):
             await response.write(chunk)
+            size += len(chunk)
         await response.write_eof()
+        if sent is not None:
+            sent.append(size)
         return response
     except BaseException:
         # The client hung up (or we are shutting down): stop git rather than wait for it.

@@ -480,8 +480,11 @@ class Simulator:
         record.actor = user.login if user else None
         path_info = f"/{full_name}.git{rest}"
         if not (request.method == "POST" and rest == "/git-receive-pack"):
-            return await gitrepo.http_backend(request, self.repos_root, path_info,
-                                              user.login if user else None)
+            sent: list[int] = []
+            response = await gitrepo.http_backend(request, self.repos_root, path_info,
+                                                  user.login if user else None, sent=sent)
+            record.bytes_out = sum(sent)  # what the client fetched (benchmarks count it)
+            return response
         assert user is not None and token is not None
         # git hangs up as soon as it has read the answer, which cancels this handler; the
         # ref snapshot and the webhooks after the push must happen regardless.
@@ -769,6 +772,10 @@ class Simulator:
         """Non-GET REST calls (optionally to one repo); git and token minting do not count."""
         prefix = f"/repos/{repo}/" if repo else "/"
         return [r for r in self.requests if r.is_write and (r.path + "/").startswith(prefix)]
+
+    def git_bytes(self, since: int = 0) -> int:
+        """Bytes the git server sent (every clone and fetch) in requests ``since`` onwards."""
+        return sum(r.bytes_out for r in self.requests[since:] if r.kind == "git")
 
     def api_requests(self) -> list[RequestRecord]:
         return [r for r in self.requests if r.kind == "api"]

@@ -198,6 +198,7 @@ class RequestRecord:
     actor: str | None = None
     timestamp: float = 0.0
     fault: str | None = None
+    bytes_out: int = 0  # the response body's size, counted for git requests
 
     @property
     def is_write(self) -> bool:

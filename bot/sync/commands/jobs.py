@@ -99,6 +99,8 @@ async def run_line(runner: Runner, parsed: ParsedLine) -> Outcome:
         text = await execute(runner, parsed.result)
     except CommandFailed as exc:
         return Outcome(parsed.line, str(exc), ok=False)
+    except remote.CacheBroken:
+        raise  # the job deletes the cache and runs again (bot.sync.upkeep.cached)
     except remote.PushRejected as exc:
         return Outcome(parsed.line, "Someone pushed to the sync branch while I was working, "
                        f"so I did not overwrite it ({exc}). Please run the command again.")

@@ -35,6 +35,7 @@ from bot.sync.commands.parse import Extend, Refresh
 from bot.sync.commands.replay import Recorded, Replayed, record_branch, replay_onto
 from bot.sync.commands.request import CommandFailed, join_and
 from bot.sync.commands.runner import Branch, Runner
+from bot.sync.publish.fetch import window_trees
 from bot.sync.publish.pr import pr_title, render_pr_body
 from bot.sync.publish.review import record
 from bot.sync.state import load_plan, remember_pushed, save_plan
@@ -119,13 +120,11 @@ async def _fetch_inputs(run: Runner, branch: Branch, old_plan: dict[str, Any]) -
     from bot.engine.config import load_config
 
     fork_branch = str(run.state.get("fork_branch") or old_plan.get("fork_branch") or "main")
-    await asyncio.to_thread(remote.fetch, branch.git.git_dir, branch.url,
-                            [f"+refs/heads/{fork_branch}:refs/heads/{fork_branch}"],
-                            branch.token)
-    fork_main = branch.git.rev_parse(f"refs/heads/{fork_branch}")
-    if fork_main is not None:  # a partial clone: the config's blob comes now
+    fork_main = await asyncio.to_thread(remote.fetch_branch, branch.git.git_dir, branch.url,
+                                        fork_branch, branch.token)
+    if fork_main is not None:  # the caches hold commits: its tree and config come now
         await asyncio.to_thread(remote.fetch_files, branch.git.git_dir, branch.url, [fork_main],
-                                [CONFIG_PATH], branch.token)
+                                [CONFIG_PATH], branch.token, base=run.sync.get("ours"))
     config_text = await asyncio.to_thread(gitops.read_text, branch.git, fork_main or "",
                                           CONFIG_PATH)
     if fork_main is None or config_text is None:
@@ -136,8 +135,7 @@ async def _fetch_inputs(run: Runner, branch: Branch, old_plan: dict[str, Any]) -
     upstream_branch = config.upstream_branch
     upstream_git = await asyncio.to_thread(remote.ensure_mirror, run.ctx.cache_dir, upstream)
     upstream_url = await run.clone_url(upstream)
-    await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
-                            [f"+refs/heads/{upstream_branch}:refs/heads/{upstream_branch}"],
+    await asyncio.to_thread(remote.fetch_branch, upstream_git, upstream_url, upstream_branch,
                             branch.token)
     return _Inputs(fork_branch, fork_main, config, upstream_git,
                    await run.ctx.may_write_workflows(run.req.installation_id), upstream_url)
@@ -188,7 +186,9 @@ async def _merge(run: Runner, branch: Branch, inputs: _Inputs, tip: str,
         "to_rev": tip, "config": inputs.config, "fork_branch": inputs.fork_branch,
         "workdir": str(run.ctx.settings.data_dir / "work"),
         "git_timeout": run.ctx.settings.git_timeout_seconds, "workflows": inputs.workflows}
-    # The caches are partial clones: the blobs the merge reads come first, in one fetch each.
+    # The caches are partial clones: the window's trees, then the blobs the merge reads.
+    await window_trees(inputs.upstream_git, inputs.upstream_url, old_plan["cutoff"], tip,
+                       branch.token)
     wanted = await asyncio.to_thread(needs, git.git_dir, inputs.upstream_git, **args)
     await asyncio.to_thread(remote.fetch_blobs, git.git_dir, branch.url, wanted.fork,
                             branch.token, repo="the fork repository")

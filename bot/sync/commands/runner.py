@@ -137,7 +137,7 @@ class Runner:
         except ForksyncError:
             paths = []  # the command says so itself when it needs the plan
         await asyncio.to_thread(remote.fetch_files, git_dir, url, revs, [*paths, CONFIG_PATH],
-                                token, repo="the fork repository")
+                                token, base=sync.get("ours"), repo="the fork repository")
         return Branch(git, url, token, head)
 
     async def push(self, branch: Branch, commit: str) -> None:

@@ -13,6 +13,7 @@ import logging
 from bot.app.settings import Settings
 from bot.engine.config import CONFIG_PATH, Config, load_config
 from bot.engine.git import Git
+from bot.engine.merge import FORK, UPSTREAM
 from bot.engine.window import resolve_rev
 from bot.errors import ForksyncError, GitError
 from bot.github import remote
@@ -31,13 +32,14 @@ async def fetch(run: RunContext) -> Config | PublishResult:
     fork_branch = fork_repo.get("default_branch") or "main"
     fork_url = settings.clone_url(fork, fork_repo.get("clone_url"))
     fork_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, fork)
-    await asyncio.to_thread(remote.fetch, fork_git, fork_url,
-                            [f"+refs/heads/{fork_branch}:refs/heads/{fork_branch}"],
-                            run.token)
-    fork_main = Git(fork_git).rev_parse(f"refs/heads/{fork_branch}")
-    if fork_main is not None:  # the cache is a partial clone: its config's blob comes now
+    before = Git(fork_git).rev_parse(f"refs/heads/{fork_branch}")
+    # The history's trees are never read: fork main's tree (or what changed in it since
+    # the last sync) and its config's blob come, nothing else.
+    fork_main = await asyncio.to_thread(remote.fetch_branch, fork_git, fork_url, fork_branch,
+                                        run.token)
+    if fork_main is not None:
         await asyncio.to_thread(remote.fetch_files, fork_git, fork_url, [fork_main],
-                                [CONFIG_PATH], run.token)
+                                [CONFIG_PATH], run.token, base=before, repo=FORK)
     config_text = await asyncio.to_thread(read_config_text, fork_git,
                                           f"refs/heads/{fork_branch}")
     if fork_main is None or config_text is None:
@@ -54,9 +56,9 @@ async def fetch(run: RunContext) -> Config | PublishResult:
     up_gh, up_token = await upstream_access(run, upstream)
     upstream_url = await clone_url(up_gh, settings, upstream)
     upstream_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, upstream)
-    await asyncio.to_thread(remote.fetch, upstream_git, upstream_url,
-                            [f"+refs/heads/{branch}:refs/heads/{branch}"], up_token)
-    upstream_head = Git(upstream_git).rev_parse(f"refs/heads/{branch}")
+    # The window's trees come once the window is known (prepare).
+    upstream_head = await asyncio.to_thread(remote.fetch_branch, upstream_git, upstream_url,
+                                            branch, up_token)
     if upstream_head is None:
         raise GitError(f"the upstream {upstream} has no branch {branch}")
     run.state["last_seen_upstream"] = upstream_head
@@ -88,6 +90,21 @@ def resolve_tip(repos: Repos, upstream_branch: str, tip: str | None) -> str:
     if not tip:
         return repos.upstream_head
     return resolve_rev(Git(repos.upstream_git), tip, f"refs/heads/{upstream_branch}", "tip")
+
+
+async def window_trees(upstream_git: str, url: str, cutoff: str, tip: str, token: str) -> None:
+    """The trees of the window's commits (the caches fetch commits alone).
+
+    The cutoff's tree is there already when the previous sync read it: then only what
+    the window changed is fetched.
+    """
+    up = Git(upstream_git)
+    if not await asyncio.to_thread(up.is_ancestor, cutoff, tip):
+        return  # not a window: the engine says so
+    chain = await asyncio.to_thread(
+        up.text, "rev-list", "--first-parent", f"{cutoff}..{tip}", "--")
+    await asyncio.to_thread(remote.fetch_trees, upstream_git, url, [cutoff, *chain.split()],
+                            token, base=cutoff, repo=UPSTREAM)
 
 
 def read_config_text(git_dir: str, rev: str) -> str | None:

@@ -25,6 +25,7 @@ from bot.errors import DiskFull, ForksyncError, GitError, GitTimeout, MissingObj
 from bot.github import remote
 from bot.github.checks import report_error
 from bot.sync.publish.context import PublishResult, Repos, RunContext
+from bot.sync.publish.fetch import window_trees
 from bot.sync.state import load_plan, save_plan, sync_branch_name
 
 _LOCAL_WORK_BRANCH = "forksync/local-work"
@@ -68,13 +69,19 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
     # file: the merge then keeps the fork's and lists upstream's changes to port by hand.
     workflows = await run.ctx.may_write_workflows(run.state.get("installation_id"))
     try:
+        if cutoff is not None:  # the caches hold commits: the window's trees come first
+            await window_trees(repos.upstream_git, repos.upstream_url, cutoff, tip_sha,
+                               repos.upstream_token or run.token)
+    except (MissingObject, DiskFull, GitTimeout) as exc:
+        return await _cannot_sync(run, exc, cutoff)  # said on the head, then retried
+    try:
         wanted = await asyncio.to_thread(_needs, run.ctx.settings, repos, config, tip_sha,
                                          cutoff)
     except ForksyncError as exc:
         return await _cannot_sync(run, exc, cutoff)
     try:
         await fetch_needed(repos, wanted, run.token)
-    except (MissingObject, DiskFull) as exc:
+    except (MissingObject, DiskFull, GitTimeout) as exc:
         return await _cannot_sync(run, exc, cutoff)  # said on the head, then retried
     # (any other failure to fetch is the network's: the job fails and is retried)
     try:
