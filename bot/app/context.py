@@ -151,11 +151,13 @@ def default_metrics() -> Metrics:
     m.describe("forksync_job_latency_seconds", "histogram",
                "Time from a job being queued to its final outcome (done or dead), by kind.")
     m.describe("forksync_cache_bytes", "gauge",
-               "Disk used by the git caches (reported by the cache's collector).")
+               "Disk used by the git caches (mirrors and the engine's scratch repositories).")
     m.describe("forksync_github_requests_total", "counter",
                "HTTP requests sent to the GitHub API, by method and status.")
     m.describe("forksync_github_writes_total", "counter",
                "Content-creating requests (POST/PATCH/PUT/DELETE) sent to GitHub.")
+    m.describe("forksync_cache_repositories", "gauge", "Git cache repositories on disk.")
+    m.describe("forksync_cache_max_bytes", "gauge", "The caches' bound (FORKSYNC_CACHE_MAX_GB).")
     return m
 
 

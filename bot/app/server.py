@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -39,6 +40,7 @@ from bot.app.settings import Settings, SettingsError
 from bot.app.store import JOB_STATES, Store, StoreError, store_for
 from bot.app.workers import Dispatcher, WorkerPool, make_dispatcher
 from bot.errors import ForksyncError
+from bot.github import caches
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +112,8 @@ def make_app(settings: Settings, store: Store, router: routing.Router, *,
     ``intake=False`` (the ``worker`` role) leaves out ``POST /webhook``.
     """
     metrics = metrics or (platform.metrics if platform else default_metrics())
+    metrics.add_collector(functools.partial(caches.gauges, settings.cache_roots,
+                                            settings.cache_max_bytes))
     # aiohttp refuses bigger bodies itself; the Content-Length check below is just earlier.
     app = web.Application(client_max_size=settings.max_body_bytes)
     app[SETTINGS_KEY] = settings

@@ -90,6 +90,16 @@ class Settings:
         """Bare mirrors, one per upstream/fork (see ``bot.github.remote.ensure_mirror``)."""
         return self.data_dir / "git"
 
+    @property
+    def work_dir(self) -> Path:
+        """The engine's ``workdir`` (its scratch repositories are in ``work/`` below it)."""
+        return self.data_dir / "work"
+
+    @property
+    def cache_roots(self) -> tuple[Path, Path]:
+        """Where cache repositories are: the mirrors, and the engine's scratch repositories."""
+        return self.cache_dir, self.work_dir / "work"
+
     def clone_url(self, full_name: str, api_clone_url: str | None = None) -> str:
         """The HTTPS URL to fetch/push ``owner/repo``.
 

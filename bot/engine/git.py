@@ -155,9 +155,10 @@ class Git:
 
     def failure(self, args: Sequence[str], code: int, stderr: bytes) -> GitError:
         """The error for a failed git command: a MissingObject when git could not read one."""
-        if no_space(stderr):  # before the object check: a failed write names objects too
-            return DiskFull(f"the disk holding {self.git_dir} is full: "
-                            + self.describe_failure(args, code, stderr))
+        full = no_space(stderr)  # before the object check: a failed write names objects too
+        if full is not None:
+            return DiskFull(mask_secrets(f"the disk is full: git {subcommand(args)} failed in "
+                                         f"{self.git_dir}: {full}"))
         oid = missing_oid(stderr)
         if oid is not None:
             return MissingObject(oid)

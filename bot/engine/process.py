@@ -47,12 +47,15 @@ _UNREADABLE = re.compile(
     re.IGNORECASE)
 
 
-_NO_SPACE = re.compile(rb"No space left on device|Disk quota exceeded")
+_NO_SPACE = re.compile(rb"No space left on device|Out of diskspace|Disk quota exceeded")
 
 
-def no_space(stderr: bytes) -> bool:
-    """Whether git failed because the disk (or the user's quota) is full."""
-    return _NO_SPACE.search(stderr) is not None
+def no_space(stderr: bytes) -> str | None:
+    """git's line saying the disk (or the user's quota) is full, if that is why it failed."""
+    for line in stderr.splitlines():
+        if _NO_SPACE.search(line):
+            return line.decode("utf-8", "replace").strip()
+    return None
 
 
 def missing_oid(stderr: bytes) -> str | None:

@@ -158,6 +158,18 @@ def total_bytes(*roots: Path) -> int:
     return sum(c.bytes for c in caches(*roots))
 
 
+def gauges(roots: Sequence[Path], max_bytes: int | None
+           ) -> list[tuple[str, dict[str, str], float]]:
+    """The caches' disk use for ``/metrics`` (and their bound, when there is one)."""
+    found = caches(*roots)
+    out: list[tuple[str, dict[str, str], float]] = [
+        ("forksync_cache_bytes", {}, float(sum(c.bytes for c in found))),
+        ("forksync_cache_repositories", {}, float(len(found)))]
+    if max_bytes is not None:
+        out.append(("forksync_cache_max_bytes", {}, float(max_bytes)))
+    return out
+
+
 def remove(git_dir: str | Path) -> None:
     """Delete a cache: renamed into ``.trash`` first (atomic), then removed."""
     path = Path(git_dir)
@@ -248,9 +260,10 @@ def repack(cache: Cache, keep: Mapping[str, str], *, blobs: Sequence[str] = (),
         lines += [f"update {ref} {oid}\n" for ref, oid in refs.items()]
         if lines:
             git.run("update-ref", "--stdin", input="".join(lines).encode())
-        # gc.auto=0 is for the jobs; here the repository is ours alone.
+        # gc.auto=0 is for the jobs; here the repository is ours alone. A bitmap needs
+        # every object a pack reaches, which a partial clone does not have.
         git.run("-c", "remote.origin.promisor=true", "-c", "remote.origin.url=file:///dev/null",
-                "gc", "--quiet", f"--prune={prune}")
+                "-c", "repack.writeBitmaps=false", "gc", "--quiet", f"--prune={prune}")
         return Repacked(str(cache.path), before, disk_bytes(cache.path))
 
 
@@ -275,5 +288,5 @@ def age_seconds(path: Path, now: float | None = None) -> float:
 
 
 __all__ = ["Cache", "Eviction", "Repacked", "age_seconds", "caches", "disk_bytes",
-           "empty_trash", "evict", "exclusive", "job_scope", "lock_file", "rebuild", "remove",
-           "repack", "total_bytes", "use"]
+           "empty_trash", "evict", "exclusive", "gauges", "job_scope", "lock_file", "rebuild",
+           "remove", "repack", "total_bytes", "use"]

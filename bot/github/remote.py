@@ -113,10 +113,11 @@ def _mask(text: str, token: str | None) -> str:
 
 def _failure(proc: subprocess.CompletedProcess[bytes], args: Sequence[str], token: str | None,
              what: str) -> GitError:
-    text = _mask(f"{what}: " + Git.describe_failure(list(args), proc.returncode, proc.stderr),
-                 token)
-    # A full disk is not the remote's fault: the job fails, and is tried again later.
-    return DiskFull(f"the disk is full, {text}") if no_space(proc.stderr) else GitError(text)
+    full = no_space(proc.stderr)
+    if full is not None:  # not the remote's fault: the job fails, and is tried again later
+        return DiskFull(_mask(f"the disk is full: {what}: {full}", token))
+    return GitError(_mask(f"{what}: " + Git.describe_failure(list(args), proc.returncode,
+                                                              proc.stderr), token))
 
 
 def _run(git: Git, args: Sequence[str], token: str | None, what: str) -> str:
@@ -338,7 +339,8 @@ def ensure_mirror(cache_dir: str | Path, name: str) -> str:
         if not (git_dir / "HEAD").exists():
             tmp = git_dir.with_name(git_dir.name + ".init")
             shutil.rmtree(tmp, ignore_errors=True)
-            Git(tmp).run("init", "--quiet", "--bare", str(tmp))
+            # No template: a cache needs no sample hooks (they would only take room).
+            Git(tmp).run("init", "--quiet", "--bare", "--template=", str(tmp))
             # Keep objects that only synthetic commits reference; gc is ours to run.
             Git(tmp).run("config", "gc.auto", "0")
             os.replace(tmp, git_dir)

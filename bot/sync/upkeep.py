@@ -40,7 +40,7 @@ JobFn = Callable[[JobContext, dict[str, Any]], Awaitable[None]]
 
 def roots(ctx: JobContext) -> tuple[Path, Path]:
     """Where the caches are: the mirrors, and the engine's scratch repositories."""
-    return ctx.settings.cache_dir, ctx.settings.data_dir / "work" / "work"
+    return ctx.settings.cache_roots
 
 
 def cached(fn: JobFn) -> JobFn:

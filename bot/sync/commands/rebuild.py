@@ -184,7 +184,7 @@ async def _merge(run: Runner, branch: Branch, inputs: _Inputs, tip: str,
     git.run("update-ref", "-d", f"refs/heads/{_LOCAL_WORK_BRANCH}", ok_codes=(0, 1))
     args: dict[str, Any] = {
         "to_rev": tip, "config": inputs.config, "fork_branch": inputs.fork_branch,
-        "workdir": str(run.ctx.settings.data_dir / "work"),
+        "workdir": str(run.ctx.settings.work_dir),
         "git_timeout": run.ctx.settings.git_timeout_seconds, "workflows": inputs.workflows}
     # The caches are partial clones: the window's trees, then the blobs the merge reads.
     await window_trees(inputs.upstream_git, inputs.upstream_url, old_plan["cutoff"], tip,

@@ -249,7 +249,7 @@ def _bring_object(run: Runner, git: Git, entry: dict[str, str]) -> bool:
         return True
     upstream = run.state.get("upstream")
     # The engine's scratch repositories (pipeline.work_repo) hold translated blobs.
-    candidates = [str(p) for p in sorted((run.ctx.settings.data_dir / "work" / "work")
+    candidates = [str(p) for p in sorted((run.ctx.settings.work_dir / "work")
                                          .glob("*.git"))]
     if upstream:
         candidates.insert(0, remote.ensure_mirror(run.ctx.cache_dir, upstream))

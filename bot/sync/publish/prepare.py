@@ -126,7 +126,7 @@ def _needs(settings: Settings, repos: Repos, config: Config, tip_sha: str,
     """The blobs the engine will read, worked out from the caches' commits and trees."""
     return engine_needs(repos.fork_git, repos.upstream_git, from_rev=cutoff, to_rev=tip_sha,
                         config=config, fork_branch=repos.fork_branch,
-                        workdir=str(settings.data_dir / "work"),
+                        workdir=str(settings.work_dir),
                         git_timeout=settings.git_timeout_seconds)
 
 
@@ -162,7 +162,7 @@ async def _run_engine(settings: Settings, repos: Repos, config: Config, tip_sha:
     result = await asyncio.to_thread(
         engine_sync, repos.fork_git, repos.upstream_git, from_rev=cutoff, to_rev=tip_sha,
         config=config, fork_branch=repos.fork_branch, branch=_LOCAL_WORK_BRANCH,
-        workdir=str(settings.data_dir / "work"), git_timeout=settings.git_timeout_seconds,
+        workdir=str(settings.work_dir), git_timeout=settings.git_timeout_seconds,
         workflows=workflows)
     plan_json: dict[str, Any] = result.plan.to_json()
     return plan_json, result.commit, result.report_path
