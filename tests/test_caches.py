@@ -314,3 +314,23 @@ async def test_metrics_report_the_caches_size_and_bound(fake_settings: Settings,
     assert samples["forksync_cache_repositories"] == "2"
     assert samples["forksync_cache_max_bytes"] == "5000000000"
     assert "# TYPE forksync_cache_bytes gauge" in text
+
+
+async def test_a_corrupt_object_met_by_the_engine_has_its_cache_made_afresh(
+        world: Served, demo: Scenario, caplog: pytest.LogCaptureFixture) -> None:
+    """A blob the cache has, but unreadable: only reading it tells, so the engine meets it."""
+    ctx = world.ctx
+    cache = Path(remote.ensure_mirror(ctx.cache_dir, FORK))
+    git("--git-dir", cache, "config", "fetch.unpackLimit", "1000000")  # loose objects
+    remote.fetch(cache, f"file://{world.remotes}/{FORK}.git", ["+refs/heads/main:refs/heads/main"],
+                 None, blobs=True)
+    oid = git("--git-dir", cache, "rev-parse", "main:vime/utils/arguments.py")
+    loose = cache / "objects" / oid[:2] / oid[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(b"x\x9c not zlib at all")
+    await JOBS[SYNC](ctx, {"fork": FORK, "installation_id": 1})
+    assert "is broken (the fork repository is missing" in caplog.text
+    assert len(world.hub.pulls) == 1
+    assert not any(r["conclusion"] == "failure" and r["output"]["title"] ==
+                   "forksync cannot sync" for r in world.hub.runs.values())
+    assert git("--git-dir", cache, "cat-file", "-t", oid) == "blob"  # readable again

@@ -44,8 +44,9 @@ _scope: ContextVar[_Scope | None] = ContextVar("forksync_cache_scope", default=N
 class _Scope:
     """The caches one job holds, released together at its end."""
 
-    def __init__(self) -> None:
+    def __init__(self, mend: bool) -> None:
         self.held: dict[Path, IO[str]] = {}
+        self.mend = mend
 
     def close(self) -> None:
         for fh in self.held.values():
@@ -54,16 +55,22 @@ class _Scope:
 
 
 @contextlib.contextmanager
-def job_scope() -> Iterator[None]:
+def job_scope(*, mend: bool = False) -> Iterator[None]:
     """Caches opened inside (threads started with ``asyncio.to_thread`` too) stay in use
-    until the end of the block."""
-    scope = _Scope()
+    until the end of the block. ``mend``: a cache found broken may be made afresh."""
+    scope = _Scope(mend)
     token = _scope.set(scope)
     try:
         yield
     finally:
         _scope.reset(token)
         scope.close()
+
+
+def may_mend() -> bool:
+    """Whether the running job may have a broken cache made afresh (once per job)."""
+    scope = _scope.get()
+    return scope is not None and scope.mend
 
 
 def lock_file(git_dir: str | Path) -> Path:
@@ -288,5 +295,5 @@ def age_seconds(path: Path, now: float | None = None) -> float:
 
 
 __all__ = ["Cache", "Eviction", "Repacked", "age_seconds", "caches", "disk_bytes",
-           "empty_trash", "evict", "exclusive", "gauges", "job_scope", "lock_file", "rebuild",
-           "remove", "repack", "total_bytes", "use"]
+           "empty_trash", "evict", "exclusive", "gauges", "job_scope", "lock_file", "may_mend",
+           "rebuild", "remove", "repack", "total_bytes", "use"]

@@ -9,12 +9,13 @@ repository's config. Every failure becomes a ``GitError`` passed through
 Pushes always go through ``--force-with-lease`` with an explicit expected head: the
 bot only ever overwrites a sync-branch head that it wrote itself (DESIGN.md).
 
-The caches are **partial clones** (``--filter=blob:none``): a fetch brings commits and
-trees, never the history's blobs, and :func:`fetch_blobs` brings the blobs a job reads,
-all in one request. The promisor remote is named only on the command line of these
-two fetches, never in a cache's config: every other git command (the engine's above
-all) finds a missing blob missing, and can never fetch it lazily, one object at a
-time, over the network.
+The caches are **partial clones**. :func:`fetch_branch` brings a branch's commits
+(the history costs no trees and no blobs; later fetches bring new commits with the
+trees they changed), :func:`fetch_trees` the trees of the commits a job reads, and
+:func:`fetch_blobs` the blobs it reads, each in one request. The promisor remote is
+named only on the command line of these fetches, never in a cache's config: every
+other git command (the engine's above all) finds a missing object missing, and can
+never fetch it lazily, one object at a time, over the network.
 """
 
 from __future__ import annotations

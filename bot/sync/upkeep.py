@@ -50,7 +50,7 @@ def cached(fn: JobFn) -> JobFn:
     async def run(ctx: JobContext, payload: dict[str, Any]) -> None:
         for attempt in (1, 2):
             try:
-                with caches.job_scope():
+                with caches.job_scope(mend=attempt == 1):
                     await fn(ctx, payload)
                 break
             except remote.CacheBroken as exc:

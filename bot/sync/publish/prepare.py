@@ -22,7 +22,7 @@ from bot.engine.pipeline import needs as engine_needs
 from bot.engine.pipeline import sync as engine_sync
 from bot.engine.window import find_cutoff, newest_by_ancestry, resolve_rev
 from bot.errors import DiskFull, ForksyncError, GitError, GitTimeout, MissingObject
-from bot.github import remote
+from bot.github import caches, remote
 from bot.github.checks import report_error
 from bot.sync.publish.context import PublishResult, Repos, RunContext
 from bot.sync.publish.fetch import window_trees
@@ -78,7 +78,7 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
         wanted = await asyncio.to_thread(_needs, run.ctx.settings, repos, config, tip_sha,
                                          cutoff)
     except ForksyncError as exc:
-        return await _cannot_sync(run, exc, cutoff)
+        return await _cannot_sync(run, _mend(repos, exc), cutoff)
     try:
         await fetch_needed(repos, wanted, run.token)
     except (MissingObject, DiskFull, GitTimeout) as exc:
@@ -88,7 +88,7 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
         plan_json, commit, report_path = await _run_engine(
             run.ctx.settings, repos, config, tip_sha, cutoff, workflows)
     except ForksyncError as exc:
-        return await _cannot_sync(run, exc, cutoff)
+        return await _cannot_sync(run, _mend(repos, exc), cutoff)
     run.state["sync"] = {
         "branch": sync_branch_name(plan_json["cutoff"]), "commit": commit,
         "cutoff": plan_json["cutoff"], "tip": plan_json["tip"], "ours": repos.fork_main,
@@ -99,6 +99,18 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
                        if report_path else None),
     }
     return plan_json, "opened"
+
+
+def _mend(repos: Repos, exc: ForksyncError) -> ForksyncError:
+    """An object a cache should hold is missing or corrupt: made afresh, if this job may.
+
+    The blobs were fetched and checked just before, and commits and trees come with
+    every fetch, so the cache is damaged; the job deletes it and runs again, once.
+    """
+    if isinstance(exc, MissingObject) and exc.repo in (FORK, UPSTREAM) and caches.may_mend():
+        raise remote.CacheBroken(repos.fork_git if exc.repo == FORK else repos.upstream_git,
+                                 str(exc)) from exc
+    return exc
 
 
 async def _cannot_sync(run: RunContext, exc: ForksyncError, cutoff: str | None) -> PublishResult:
