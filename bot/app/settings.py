@@ -280,6 +280,10 @@ ENV_VARS: tuple[EnvVar, ...] = (
     EnvVar("FORKSYNC_WORKFLOWS", "none",
            "token mode: write if the token may change .github/workflows/ (an App's token "
            "says so itself)"),
+    EnvVar("FORKSYNC_CACHE_MAX_GB", "", "bounds the git caches, in GB; past it the least "
+           "recently used are deleted (never one in use); unset: no bound"),
+    EnvVar("FORKSYNC_CACHE_GC_HOURS", f"{_D.cache_gc_hours:g}",
+           "how often the git caches are repacked (git gc); 0 never"),
     EnvVar("FORKSYNC_MAX_BODY_BYTES", str(_D.max_body_bytes),
            "larger webhook bodies are refused with 413"),
     EnvVar("FORKSYNC_WORKERS", str(_D.workers), "jobs run at once (one per repository)"),
