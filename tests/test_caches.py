@@ -20,7 +20,7 @@ from bot.engine.pipeline import work_repo
 from bot.github import caches, remote
 from bot.sync.jobs import JOBS, SYNC
 from bot.sync.state import load_fork_state, save_fork_state
-from bot.sync.upkeep import CACHES_JOB, GC_STAMP, caches_job, open_pr_objects, queue_upkeep
+from bot.sync.upkeep import GC_STAMP, UPKEEP_LOCK, open_pr_objects, upkeep
 from tests.conftest import FakeContext
 from tests.factory import Scenario, make_demo
 from tests.partial import blob_count, serve_filters
@@ -224,28 +224,34 @@ async def test_a_full_disk_fails_the_job_clearly_and_the_retry_succeeds(world: S
         os.system(f"umount {ctx.cache_dir}")
 
 
-# -- the upkeep job ---------------------------------------------------------------
+# -- the upkeep after jobs -------------------------------------------------------
 
 
-async def test_upkeep_is_queued_when_over_the_limit_or_due_a_repack(
-        fake_ctx: FakeContext) -> None:
+def test_upkeep_evicts_past_the_bound_and_repacks_when_due(fake_ctx: FakeContext) -> None:
     settings = fake_ctx.settings
-    filled(settings.cache_dir, "o/r", 50_000, time.time())
+    filled(settings.cache_dir, "o/r", 50_000, time.time() - 60)
     bound = caches.total_bytes(settings.cache_dir) + 40_000
-    fake_ctx.settings = dataclasses.replace(settings, cache_max_bytes=bound, cache_gc_hours=0)
-    assert await queue_upkeep(fake_ctx) is None  # within the bound, gc off
-    filled(settings.cache_dir, "o/s", 80_000, time.time())
-    assert await queue_upkeep(fake_ctx, now=1000.0) is not None
-    assert await queue_upkeep(fake_ctx, now=1001.0) is None  # once per few minutes
-    fake_ctx.settings = dataclasses.replace(settings, cache_gc_hours=24)
-    assert await queue_upkeep(fake_ctx, now=9000.0) is not None  # never repacked yet
-    (settings.cache_dir / GC_STAMP).touch()
-    assert await queue_upkeep(fake_ctx) is None
-    assert [e[0] for e in fake_ctx.enqueued] == [CACHES_JOB, CACHES_JOB]
+    settings = dataclasses.replace(settings, cache_max_bytes=bound, cache_gc_hours=0)
+    done = upkeep(settings, fake_ctx.store)
+    assert done is not None and done.eviction is not None and done.eviction.evicted == []
+    assert done.repacked == []  # gc off
+    newer = filled(settings.cache_dir, "o/s", 80_000, time.time())
+    done = upkeep(settings, fake_ctx.store)
+    assert done is not None and done.eviction is not None
+    assert [Path(p).name for p in done.eviction.evicted] == ["o__r.git"] and newer.exists()
+    settings = dataclasses.replace(settings, cache_gc_hours=24)
+    done = upkeep(settings, fake_ctx.store, now=time.time())
+    assert done is not None and [Path(r.path).name for r in done.repacked] == ["o__s.git"]
+    assert (settings.cache_dir / GC_STAMP).exists()
+    again = upkeep(settings, fake_ctx.store)  # repacked within the last 24 hours
+    assert again is not None and again.repacked == []
+    with caches.exclusive(settings.cache_dir / UPKEEP_LOCK):  # another process at it
+        assert upkeep(settings, fake_ctx.store) is None
 
 
-async def test_the_caches_job_evicts_then_repacks_keeping_the_open_pr(world: Served) -> None:
+async def test_upkeep_after_a_job_repacks_keeping_the_open_pr(world: Served) -> None:
     ctx = world.ctx
+    ctx.settings = dataclasses.replace(ctx.settings, cache_gc_hours=0)
     await JOBS[SYNC](ctx, {"fork": FORK, "installation_id": 1})
     state = load_fork_state(ctx.store, FORK)
     assert state["sync"]["pr"] and state["sync"]["commit"]
@@ -255,9 +261,10 @@ async def test_the_caches_job_evicts_then_repacks_keeping_the_open_pr(world: Ser
     stale = filled(ctx.cache_dir, "someone/else", 200_000, time.time() - 3600)
     keep = open_pr_objects(ctx.store, ctx.cache_dir)
     assert keep[fork.name]["refs"]["refs/forksync/keep/commit"] == commit1
-    ctx.settings = dataclasses.replace(ctx.settings, cache_max_bytes=caches.total_bytes(
-        *ctx.settings.cache_roots) - 100_000)
-    await caches_job(ctx, {})
+    # The next job ends with the upkeep: over the bound, and due a repack.
+    ctx.settings = dataclasses.replace(ctx.settings, cache_gc_hours=24, cache_max_bytes=(
+        caches.total_bytes(*ctx.settings.cache_roots) - 100_000))
+    await JOBS[SYNC](ctx, {"fork": FORK, "installation_id": 1})
     assert not stale.exists() and fork.exists()  # the least recently used went
     assert Git(fork).rev_parse("refs/forksync/keep/commit") == commit1
     assert not Git(fork).missing_objects([commit1])

@@ -211,7 +211,6 @@ async def test_merged_sync_pr_starts_the_next_sync_when_upstream_moved_on(
 
 def test_job_registry_has_the_publisher_the_follow_up_the_schedule_and_the_commands() -> None:
     from bot.sync.commands.jobs import JOBS as COMMAND_JOBS
-    from bot.sync.upkeep import CACHES_JOB
 
-    assert {SYNC, RESCAN, POLL, ONBOARD, CACHES_JOB} | set(COMMAND_JOBS) == set(JOBS)
+    assert {SYNC, RESCAN, POLL, ONBOARD} | set(COMMAND_JOBS) == set(JOBS)
     assert all(callable(fn) for fn in JOBS.values())

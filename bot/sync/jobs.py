@@ -18,7 +18,7 @@ from bot.sync.followup import rescan
 from bot.sync.onboard import ONBOARD, onboard_job
 from bot.sync.publish import publish_sync
 from bot.sync.state import load_fork_state
-from bot.sync.upkeep import CACHES_JOB, cached, caches_job
+from bot.sync.upkeep import cached
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ async def poll_job(ctx: JobContext, payload: dict[str, Any]) -> None:
 # The jobs that read the caches hold them in use while they run (bot.sync.upkeep).
 JOBS: dict[str, JobFn] = {**{kind: cached(fn) for kind, fn in COMMAND_JOBS.items()},
                           SYNC: cached(sync_job), RESCAN: cached(rescan_job), POLL: poll_job,
-                          ONBOARD: cached(onboard_job), CACHES_JOB: caches_job}
+                          ONBOARD: cached(onboard_job)}
 
 __all__ = ["JOBS", "POLL", "RESCAN", "SYNC", "enqueue_rescan", "enqueue_sync", "poll_job",
            "rescan_job", "sync_dedup", "sync_job"]

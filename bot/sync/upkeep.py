@@ -4,12 +4,13 @@
   in use (eviction and ``git gc`` pass over them) until it ends, and a cache it finds
   broken is deleted and the job run once more (every job is safe to run twice); the
   next use makes the cache afresh.
-- After such a job, the ``caches`` job is queued (at most once per few minutes) when
-  the caches are over the limit or were last repacked longer ago than
-  ``FORKSYNC_CACHE_GC_HOURS``. It has one key, so one runs at a time, whichever
-  replica claims it: it evicts the least recently used caches until they fit, then
-  runs ``git gc`` on each one no job uses, keeping what open sync PRs need (commit 1,
-  the heads of their branches, the blobs of their whole-file decisions).
+- After such a job, the same process looks after this machine's caches
+  (:func:`upkeep`): past the bound it deletes the least recently used until they fit,
+  and once every ``FORKSYNC_CACHE_GC_HOURS`` it runs ``git gc`` on each one no job
+  uses, keeping what open sync PRs need (commit 1, the heads of their branches, the
+  blobs of their whole-file decisions). The caches belong to the machine, not to the
+  shared queue: with replicas on several machines each one bounds its own, and on one
+  machine a file lock lets one process at a time do it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bot.app.context import JobContext
+from bot.app.settings import Settings
 from bot.app.store import Store
 from bot.errors import ForksyncError
 from bot.github import caches, remote
@@ -30,17 +33,10 @@ from bot.sync.state import STATE_PREFIX, load_plan
 
 log = logging.getLogger(__name__)
 
-CACHES_JOB = "caches"
-CACHES_KEY = "forksync:caches"
 GC_STAMP = ".gc-done"  # in the cache directory; its mtime: the last repack
-QUEUE_EVERY = 300.0  # seconds: the upkeep is queued at most this often
+UPKEEP_LOCK = ".upkeep"  # in the cache directory: one process of the machine at a time
 
 JobFn = Callable[[JobContext, dict[str, Any]], Awaitable[None]]
-
-
-def roots(ctx: JobContext) -> tuple[Path, Path]:
-    """Where the caches are: the mirrors, and the engine's scratch repositories."""
-    return ctx.settings.cache_roots
 
 
 def cached(fn: JobFn) -> JobFn:
@@ -59,54 +55,61 @@ def cached(fn: JobFn) -> JobFn:
                 if attempt == 2 or not await asyncio.to_thread(caches.rebuild, exc.git_dir):
                     raise
                 log.warning("%s: deleted, to be fetched afresh; running the job again", exc)
-        await queue_upkeep(ctx)
+        try:
+            await asyncio.to_thread(upkeep, ctx.settings, ctx.store)
+        except (ForksyncError, OSError) as exc:  # the job is done; its caches can wait
+            log.warning("caches: upkeep failed: %s", exc)
 
     return run
 
 
-async def queue_upkeep(ctx: JobContext, now: float | None = None) -> int | None:
-    """Queue the ``caches`` job if the caches are over the limit or due a repack."""
+@dataclass
+class Upkeep:
+    """What one upkeep did (for the log and the tests)."""
+
+    eviction: caches.Eviction | None = None
+    repacked: list[caches.Repacked] = field(default_factory=list)
+    busy: int = 0  # caches in use, left for the next repack
+
+
+def upkeep(settings: Settings, store: Store, now: float | None = None) -> Upkeep | None:
+    """This machine's caches: evicted to the bound, repacked when due (None: another
+    process of the machine is at it)."""
     now = time.time() if now is None else now
-    settings = ctx.settings
-    due = (settings.cache_gc_hours > 0 and caches.age_seconds(
-        settings.cache_dir / GC_STAMP, now) > settings.cache_gc_hours * 3600)
-    if not due and settings.cache_max_bytes is not None:
-        due = await asyncio.to_thread(caches.total_bytes, *roots(ctx)) > settings.cache_max_bytes
-    if not due:
-        return None
-    return await ctx.enqueue(CACHES_JOB, CACHES_KEY, {},
-                             dedup=f"{CACHES_JOB}:{int(now // QUEUE_EVERY)}")
-
-
-async def caches_job(ctx: JobContext, payload: dict[str, Any]) -> None:
-    """Job ``"caches"``: evict down to the limit, then repack what is due."""
-    settings = ctx.settings
-    if settings.cache_max_bytes is not None:
-        ev = await asyncio.to_thread(caches.evict, settings.cache_max_bytes, *roots(ctx))
-        if ev.evicted or ev.busy:
-            log.info("caches: %d MB -> %d MB; evicted %s; in use, kept: %s", ev.before >> 20,
-                     ev.after >> 20, ", ".join(ev.evicted) or "none",
-                     ", ".join(ev.busy) or "none")
-    stamp = settings.cache_dir / GC_STAMP
-    if settings.cache_gc_hours <= 0 or caches.age_seconds(stamp) <= settings.cache_gc_hours * 3600:
-        return
-    keep = await asyncio.to_thread(open_pr_objects, ctx.store, settings.cache_dir)
-    busy = 0
-    for cache in await asyncio.to_thread(caches.caches, *roots(ctx)):
-        # A scratch repository keeps what its fork's cache keeps (it holds the translated
-        # versions of whole-file decisions).
-        wanted = keep.get(cache.owner.name, {})
-        try:
-            done = await asyncio.to_thread(
-                caches.repack, cache, wanted.get("refs", {}), blobs=wanted.get("blobs", []),
-                timeout=settings.git_timeout_seconds)
-        except ForksyncError as exc:  # one cache's trouble is not the others'
-            log.warning("caches: cannot repack %s: %s", cache.path, exc)
-            continue
-        busy += done is None
-    if not busy:  # the ones in use now get their turn next time
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        stamp.touch()
+    with caches.exclusive(settings.cache_dir / UPKEEP_LOCK) as mine:
+        if not mine:
+            return None
+        done = Upkeep()
+        if settings.cache_max_bytes is not None:
+            ev = caches.evict(settings.cache_max_bytes, *settings.cache_roots)
+            done.eviction = ev
+            if ev.evicted or ev.busy:
+                log.info("caches: %d MB -> %d MB; evicted %s; over the bound but in use: %s",
+                         ev.before >> 20, ev.after >> 20, ", ".join(ev.evicted) or "none",
+                         ", ".join(ev.busy) or "none")
+        stamp = settings.cache_dir / GC_STAMP
+        if settings.cache_gc_hours <= 0 or \
+                caches.age_seconds(stamp, now) <= settings.cache_gc_hours * 3600:
+            return done
+        keep = open_pr_objects(store, settings.cache_dir)
+        for cache in caches.caches(*settings.cache_roots):
+            # A scratch repository keeps what its fork's cache keeps (it holds the
+            # translated versions of whole-file decisions).
+            wanted = keep.get(cache.owner.name, {})
+            try:
+                result = caches.repack(cache, wanted.get("refs", {}),
+                                       blobs=wanted.get("blobs", []),
+                                       timeout=settings.git_timeout_seconds)
+            except ForksyncError as exc:  # one cache's trouble is not the others'
+                log.warning("caches: cannot repack %s: %s", cache.path, exc)
+                continue
+            if result is None:
+                done.busy += 1
+            else:
+                done.repacked.append(result)
+        if not done.busy:  # the ones in use now get their turn next time
+            stamp.touch()
+        return done
 
 
 def open_pr_objects(store: Store, cache_dir: Path) -> dict[str, dict[str, Any]]:
@@ -137,5 +140,4 @@ def open_pr_objects(store: Store, cache_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-__all__ = ["CACHES_JOB", "CACHES_KEY", "GC_STAMP", "cached", "caches_job", "open_pr_objects",
-           "queue_upkeep", "roots"]
+__all__ = ["GC_STAMP", "Upkeep", "cached", "open_pr_objects", "upkeep"]
