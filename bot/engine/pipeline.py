@@ -232,12 +232,14 @@ def _open(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
 def needs(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str | None = None,
           config: Config | None = None, config_path: str | None = None,
           fork_branch: str = "main", workdir: str | Path | None = None,
-          git_timeout: float | None = None) -> Needs:
+          git_timeout: float | None = None, workflows: bool = True) -> Needs:
     """The blobs ``plan`` and ``sync`` with the same arguments read, per repository.
 
     Reads commits and trees only, so a partial clone can answer it before it has any
-    blob; fetch the answer (``bot.github.remote.fetch_blobs``), then plan.
+    blob; fetch the answer (``bot.github.remote.fetch_blobs``), then plan. The answer
+    covers either value of ``workflows`` (kept workflow files read the same blobs).
     """
+    del workflows
     o = _open(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
               config_path=config_path, fork_branch=fork_branch, workdir=workdir,
               say=lambda _msg: None, git_timeout=git_timeout)
