@@ -254,11 +254,9 @@ def _plan_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from bot.engine.config import load_config_file
+    from bot.engine.config import check_config_file
 
-    cfg = load_config_file(args.file)
-    print(f"{args.file}: ok (upstream {cfg.upstream_repo}@{cfg.upstream_branch}, "
-          f"{len(cfg.translate.replace)} replace rules, {len(cfg.policies)} policies)")
+    print(check_config_file(args.file))
     return 0
 
 

@@ -24,10 +24,13 @@ from bot.engine.config import (
     Policy,
     Rule,
     TranslateConfig,
+    check_config_file,
     compile_glob,
     load_config,
     load_config_file,
+    load_downstream,
     redos_reason,
+    upstream_only,
 )
 from bot.engine.config import types as config_types
 from bot.errors import ConfigError
@@ -567,6 +570,11 @@ SCHEMA_AND_LOADER_REFUSE = [
     "upstream: {repo: a/b}\npolicies: [{paths: [], action: ours}]\n",
     "upstream: {repo: a/b}\nflags: [{pattern: x}]\n",
     "upstream: {repo: a/b}\nflags: {pattern: x, say: y}\n",
+    "upstream: {repo: a/b, mirror: slime}\n",
+    "upstream: {repo: a/b, mirror: [c/d]}\n",
+    "upstream: {repo: a/b}\ndownstream: [vime]\n",
+    "upstream: {repo: a/b}\ndownstream: c/d\n",
+    "downstream: [c/d, c/d]\n",
 ]
 
 
@@ -587,8 +595,52 @@ def test_schema_and_loader_agree_on_bad_configs(text: str) -> None:
         "  paths: [{from: 'a/(\\w+)/', to: 'b/\\1/', regex: true}]\n",
         "upstream: {repo: a/b}\ntranslate:\n"
         "  replace: [{from: x, to: '', word: true, files: [a]}]\n",
+        "upstream: {repo: a/b, mirror: c/b-mirror}\ndownstream: [d/e]\n",
     ],
 )
 def test_schema_and_loader_agree_on_good_configs(text: str) -> None:
     load_config(text, SRC)
     jsonschema.Draft202012Validator(schema()).validate(yaml.safe_load(text))
+
+
+def test_the_mirror_is_named_in_the_upstream_section() -> None:
+    cfg = load_config("upstream: {repo: THUDM/slime, mirror: vime-org/slime-mirror}\n", SRC)
+    assert cfg.upstream_mirror == "vime-org/slime-mirror"
+    assert load_config("upstream: {repo: THUDM/slime}\n", SRC).upstream_mirror is None
+    e = error("upstream:\n  repo: THUDM/slime\n  mirror: thudm/SLIME\n")
+    assert (e.line, e.key) == (3, "upstream.mirror") and "other than upstream.repo" in e.expected
+    e = error("upstream: {repo: THUDM/slime, mirror: slime}\n")
+    assert e.key == "upstream.mirror" and "expected owner/repo" in e.expected
+
+
+def test_an_upstreams_own_file_lists_its_downstream_forks() -> None:
+    text = "downstream:\n  - vime-org/vime\n  - other/fork\n"
+    assert upstream_only(text, SRC)
+    assert load_downstream(text, SRC) == ("vime-org/vime", "other/fork")
+    # A fork that is an upstream too holds both; it is a fork's file.
+    both = "upstream: {repo: a/b}\ndownstream: [c/d]\n"
+    assert not upstream_only(both, SRC) and load_config(both, SRC).downstream == ("c/d",)
+    assert load_downstream(both, SRC) == ("c/d",)
+    assert load_downstream("upstream: {repo: a/b}\n", SRC) == ()
+    assert not upstream_only("upstream: {repo: a/b}\n", SRC) and not upstream_only("[]", SRC)
+    with pytest.raises(ConfigError, match=r"downstream\[1\]: expected each fork once"):
+        load_downstream("downstream: [c/d, C/D]\n", SRC)
+    with pytest.raises(ConfigError, match="downstrem"):
+        load_downstream("downstrem: [c/d]\n", SRC)
+
+
+def test_the_forks_own_config_is_never_merged_from_upstream() -> None:
+    cfg = load_config("upstream: {repo: a/b}\npolicies: [{paths: ['**'], action: theirs}]\n", SRC)
+    policy = cfg.policy_for(CONFIG_PATH)
+    assert policy is not None and policy.action == "skip"
+    other = cfg.policy_for("x.py")
+    assert other is not None and other.action == "theirs"
+
+
+def test_check_config_summarises_a_forks_file_and_an_upstreams(tmp_path: Path) -> None:
+    fork = tmp_path / "fork.yml"
+    fork.write_text("upstream: {repo: THUDM/slime, mirror: vime-org/slime-mirror}\n")
+    assert "announced by the mirror vime-org/slime-mirror" in check_config_file(str(fork))
+    upstream = tmp_path / "upstream.yml"
+    upstream.write_text("downstream: [vime-org/vime]\n")
+    assert check_config_file(str(upstream)).endswith("may read it: vime-org/vime)")

@@ -11,7 +11,14 @@
 """
 
 from bot.engine.config.globs import GlobSet, compile_glob, glob_matcher
-from bot.engine.config.loader import EXAMPLE_CONFIG, load_config, load_config_file
+from bot.engine.config.loader import (
+    EXAMPLE_CONFIG,
+    check_config_file,
+    load_config,
+    load_config_file,
+    load_downstream,
+    upstream_only,
+)
 from bot.engine.config.redos import redos_reason
 from bot.engine.config.regexes import (
     RegexProblem,
@@ -49,6 +56,7 @@ __all__ = [
     "RegexProblem",
     "Rule",
     "TranslateConfig",
+    "check_config_file",
     "check_regex",
     "check_template",
     "compile_glob",
@@ -56,6 +64,8 @@ __all__ = [
     "glob_matcher",
     "load_config",
     "load_config_file",
+    "load_downstream",
     "redos_reason",
     "scoped_source",
+    "upstream_only",
 ]

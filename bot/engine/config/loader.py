@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import regex as _regex  # type: ignore[import-untyped]  # mrab-regex ships no stubs
-from yaml.nodes import Node
+from yaml.nodes import MappingNode, Node, ScalarNode
 
 from bot.engine.config.nodes import NodeReader, compose, did_you_mean, given
 from bot.engine.config.regexes import scoped_source
@@ -51,8 +51,8 @@ flags:                         # upstream lines that always need a human look
 """
 
 # The keys each mapping may hold; any other key is refused, with a did-you-mean.
-_TOP_KEYS = ("upstream", "translate", "policies", "flags")
-_UPSTREAM_KEYS = ("repo", "branch")
+_TOP_KEYS = ("upstream", "translate", "policies", "flags", "downstream")
+_UPSTREAM_KEYS = ("repo", "branch", "mirror")
 _TRANSLATE_KEYS = ("paths", "keep", "replace", "exclude")
 _PATH_KEYS = ("from", "to", "regex")
 _RULE_KEYS = ("from", "to", "regex", "word", "files")
@@ -68,6 +68,25 @@ _BAD_BRANCH = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|^[-/.]|[/.]$|\.lock
 
 def load_config_file(path: str) -> Config:
     """Read and load a config file; a missing or unreadable file is a ConfigError too."""
+    return load_config(_read(path), path)
+
+
+def check_config_file(path: str) -> str:
+    """`forksync check-config`: validate a fork's file or an upstream's own; a one-line summary."""
+    text = _read(path)
+    if upstream_only(text, path):
+        forks = load_downstream(text, path)
+        return (f"{path}: ok (an upstream's file; downstream forks that may read it: "
+                f"{', '.join(forks) or 'none'})")
+    cfg = load_config(text, path)
+    mirror = f", announced by the mirror {cfg.upstream_mirror}" if cfg.upstream_mirror else ""
+    downstream = f", {len(cfg.downstream)} downstream forks" if cfg.downstream else ""
+    return (f"{path}: ok (upstream {cfg.upstream_repo}@{cfg.upstream_branch}{mirror}, "
+            f"{len(cfg.translate.replace)} replace rules, {len(cfg.policies)} policies"
+            f"{downstream})")
+
+
+def _read(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -79,17 +98,18 @@ def load_config_file(path: str) -> Config:
         raise ConfigError(path, None, "file", "expected UTF-8 text") from None
     except OSError as e:
         raise ConfigError(path, None, "file", f"expected a readable file: {e.strerror}") from None
-    return load_config(text, path)
+    return text
 
 
 def load_config(text: str, source: str) -> Config:
-    """Parse and validate config `text`; `source` names it in every error."""
+    """Parse and validate a fork's config `text`; `source` names it in every error."""
     root = compose(text, source)
     if root is None:
         raise ConfigError(source, 1, "upstream", "expected a config with `upstream:`")
     r = NodeReader(source)
     top = r.mapping(root, "", _TOP_KEYS, required=("upstream",))
-    repo, branch = _upstream(r, top["upstream"])
+    repo, branch, mirror = _upstream(r, top["upstream"])
+    downstream = _downstream(r, top["downstream"]) if given(top, "downstream") else ()
     translate = TranslateConfig()
     if given(top, "translate"):
         translate = _translate(r, top["translate"])
@@ -101,15 +121,50 @@ def load_config(text: str, source: str) -> Config:
     flags: tuple[Flag, ...] = ()
     if given(top, "flags"):
         flags = tuple(_flag(r, n, f"flags[{i}]") for i, n in r.items(top["flags"], "flags"))
-    return Config(repo, branch, translate, policies, flags, source)
+    return Config(repo, branch, translate, policies, flags, source,
+                  upstream_mirror=mirror, downstream=downstream)
 
 
-def _upstream(r: NodeReader, node: Node) -> tuple[str, str]:
-    """`upstream:` as (owner/repo, branch)."""
+def upstream_only(text: str, source: str) -> bool:
+    """Is this an upstream's own file (`downstream:` and no `upstream:`), not a fork's?"""
+    root = compose(text, source)
+    if not isinstance(root, MappingNode):
+        return False
+    keys = {str(k.value) for k, _ in root.value if isinstance(k, ScalarNode)}
+    return "downstream" in keys and "upstream" not in keys
+
+
+def load_downstream(text: str, source: str) -> tuple[str, ...]:
+    """`downstream:`: the forks in other accounts that may read this repository.
+
+    Read from the upstream's own file; only its top-level keys and `downstream` are
+    checked here, since the rest (if it is a fork too) is checked when it syncs.
+    """
+    root = compose(text, source)
+    if root is None:
+        return ()
+    r = NodeReader(source)
+    top = r.mapping(root, "", _TOP_KEYS)
+    return _downstream(r, top["downstream"]) if given(top, "downstream") else ()
+
+
+def _repo_name(r: NodeReader, node: Node, key: str) -> str:
+    name = r.string(node, key)
+    if not _REPO.fullmatch(name):
+        raise r.fail(node, key, f"expected owner/repo, got {name!r}")
+    return name
+
+
+def _upstream(r: NodeReader, node: Node) -> tuple[str, str, str | None]:
+    """`upstream:` as (owner/repo, branch, mirror or None)."""
     upstream = r.mapping(node, "upstream", _UPSTREAM_KEYS, required=("repo",))
-    repo = r.string(upstream["repo"], "upstream.repo")
-    if not _REPO.fullmatch(repo):
-        raise r.fail(upstream["repo"], "upstream.repo", f"expected owner/repo, got {repo!r}")
+    repo = _repo_name(r, upstream["repo"], "upstream.repo")
+    mirror = None
+    if given(upstream, "mirror"):
+        mirror = _repo_name(r, upstream["mirror"], "upstream.mirror")
+        if mirror.lower() == repo.lower():
+            raise r.fail(upstream["mirror"], "upstream.mirror",
+                         "expected a repository other than upstream.repo")
     branch = "main"
     if "branch" in upstream:
         branch = r.string(upstream["branch"], "upstream.branch")
@@ -117,7 +172,18 @@ def _upstream(r: NodeReader, node: Node) -> tuple[str, str]:
             raise r.fail(
                 upstream["branch"], "upstream.branch", f"expected a branch name, got {branch!r}"
             )
-    return repo, branch
+    return repo, branch, mirror
+
+
+def _downstream(r: NodeReader, node: Node) -> tuple[str, ...]:
+    """`downstream:` as owner/repo names, each once."""
+    names: list[str] = []
+    for i, n in r.items(node, "downstream"):
+        name = _repo_name(r, n, f"downstream[{i}]")
+        if name.lower() in (seen.lower() for seen in names):
+            raise r.fail(n, f"downstream[{i}]", f"expected each fork once, but {name} is repeated")
+        names.append(name)
+    return tuple(names)
 
 
 def _translate(r: NodeReader, node: Node) -> TranslateConfig:

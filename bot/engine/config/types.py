@@ -99,6 +99,11 @@ class Policy:
         return self._paths_match(fork_path)
 
 
+# The fork's config is its own: an upstream may have one too (its `downstream:` list,
+# or its own upstream's config), and merging that into the fork's would be wrong.
+OWN_CONFIG_POLICY = Policy((CONFIG_PATH,), "skip")
+
+
 class FlagTimeoutError(ForksyncError):
     """A flag pattern took too long on one line: it backtracks, so the config must change."""
 
@@ -134,9 +139,16 @@ class Config:
     policies: tuple[Policy, ...] = ()
     flags: tuple[Flag, ...] = ()
     source: str = CONFIG_PATH
+    # Where upstream merges are announced when the App cannot be installed on the
+    # upstream itself: a push there starts a sync. Named, never guessed from a name.
+    upstream_mirror: str | None = None
+    # Forks in other accounts that may read this repository (it is their upstream).
+    downstream: tuple[str, ...] = ()
 
     def policy_for(self, fork_path: str) -> Policy | None:
-        """The first policy whose globs match `fork_path`, or None."""
+        """The first policy whose globs match `fork_path`, or None (the fork's config: skip)."""
+        if fork_path == CONFIG_PATH:
+            return OWN_CONFIG_POLICY
         for policy in self.policies:
             if policy.matches(fork_path):
                 return policy
