@@ -16,7 +16,7 @@ from gidgethub import routing, sansio
 
 from bot.app.context import JobContext
 from bot.app.store import Store
-from bot.engine.config import CONFIG_PATH
+from bot.engine.config import CONFIG_PATH, load_config, upstream_only
 from bot.errors import ForksyncError
 from bot.github.client import get_or_none
 from bot.sync.jobs import enqueue_sync
@@ -26,34 +26,48 @@ from bot.sync.state import STATE_PREFIX, fork_state_key, load_fork_state, save_f
 router = routing.Router()
 
 
-def _config_upstream(content: dict[str, Any]) -> tuple[str, str] | None:
-    """The upstream repo and branch named by the config file, or None if it has errors."""
-    from bot.engine.config import load_config
-
+def _config_text(content: Any) -> str | None:
+    if not isinstance(content, dict):
+        return None
     try:
-        text = base64.b64decode(content.get("content", "")).decode("utf-8", "replace")
+        return base64.b64decode(content.get("content", "")).decode("utf-8", "replace")
+    except ValueError:
+        return None
+
+
+def _config_upstream(text: str) -> dict[str, Any]:
+    """What the fork's state records of its config at once (nothing if it has errors)."""
+    try:
         config = load_config(text, CONFIG_PATH)
-    except (ForksyncError, ValueError):
-        return None  # the sync job reports the error where people look: a check run
-    return config.upstream_repo, config.upstream_branch
+    except ForksyncError:
+        return {}  # the sync job reports the error where people look: a check run
+    return {"upstream": config.upstream_repo, "upstream_branch": config.upstream_branch,
+            "upstream_mirror": config.upstream_mirror}
+
+
+def _is_upstream_only(text: str | None) -> bool:
+    try:
+        return text is not None and upstream_only(text, CONFIG_PATH)
+    except ForksyncError:
+        return False
 
 
 async def register_fork(ctx: JobContext, full_name: str, installation_id: int | None, *,
                         reason: str | None = None, synced_tip: str | None = None) -> bool:
-    """Record a fork and queue its first sync; False if the repository has no config.
+    """Record a fork and queue its first sync; False if the repository has no fork config.
 
-    ``synced_tip`` is an upstream commit the fork is known to have (the cutoff of a
-    merged onboarding PR), for when the merge method dropped its trailer.
+    An upstream's own file (only ``downstream:``) does not make a fork. ``synced_tip`` is
+    an upstream commit the fork is known to have (the cutoff of a merged onboarding PR),
+    for when the merge method dropped its trailer.
     """
     gh = await ctx.gh_for(installation_id)
     content = await get_or_none(gh, f"/repos/{full_name}/contents/{CONFIG_PATH}")
-    if content is None:
+    text = _config_text(content)
+    if content is None or _is_upstream_only(text):
         return False
     state = await asyncio.to_thread(load_fork_state, ctx.store, full_name)
     state["installation_id"] = installation_id
-    upstream = _config_upstream(content) if isinstance(content, dict) else None
-    if upstream is not None:
-        state["upstream"], state["upstream_branch"] = upstream
+    state.update(_config_upstream(text) if text is not None else {})
     if synced_tip and not state.get("last_synced_tip"):
         state["last_synced_tip"] = synced_tip
     await asyncio.to_thread(save_fork_state, ctx.store, full_name, state)

@@ -1,8 +1,9 @@
 """Webhook handlers: an upstream merge starts a sync of every fork that follows it.
 
-The App is installed on the upstream, or on a mirror of it (another owner, the same
-repository name); a ``push`` to the followed branch, or a merged ``pull_request``,
-queues one ``"sync"`` per fork. The sync itself always fetches the upstream.
+The App is installed on the upstream, or on the mirror of it that the fork's config
+names (``upstream.mirror``); a ``push`` to the followed branch, or a merged
+``pull_request``, queues one ``"sync"`` per fork. The sync itself always fetches the
+upstream, never the mirror.
 Both events for one merge name the same SHA, so they queue one sync between them.
 """
 
@@ -19,14 +20,8 @@ from bot.sync.state import forks_following
 router = routing.Router()
 
 
-async def _sync_followers(ctx: JobContext, upstream: str, branch: str, sha: str) -> None:
-    forks = await asyncio.to_thread(forks_following, ctx.store, upstream, branch)
-    if not forks:
-        # A mirror the fork's owner keeps (the upstream itself may not have the App):
-        # same repository name, another owner. A false match costs one fetch, no write.
-        forks = [s for s in await asyncio.to_thread(forks_following, ctx.store, upstream,
-                                                    branch, mirror=True)
-                 if s["fork"].lower() != upstream.lower()]
+async def _sync_followers(ctx: JobContext, repo: str, branch: str, sha: str) -> None:
+    forks = await asyncio.to_thread(forks_following, ctx.store, repo, branch)
     for state in forks:
         await enqueue_sync(ctx, state["fork"], state.get("installation_id"), reason=sha)
 

@@ -39,15 +39,31 @@ async def test_upstream_push_queues_a_sync_for_each_following_fork(fake_ctx: Fak
     assert fake_ctx.gh.requests == []  # handlers only queue: no API call
 
 
-async def test_a_push_to_a_mirror_of_the_upstream_queues_the_sync(fake_ctx: FakeContext) -> None:
-    register(fake_ctx)
+async def test_a_push_to_the_mirror_the_config_names_queues_the_sync(
+        fake_ctx: FakeContext) -> None:
+    register(fake_ctx, upstream_mirror="vime-org/slime-mirror")
     register(fake_ctx, "other/fork", upstream="someone/else")
-    mirror = sample_event("push.upstream_main", **{"repository.full_name": "vime-org/slime"})
+    mirror = sample_event("push.upstream_main",
+                          **{"repository.full_name": "vime-org/slime-mirror"})
     await handlers.router.dispatch(mirror, fake_ctx)
     assert kinds(fake_ctx) == [(SYNC, FORK)]
     unrelated = sample_event("push.upstream_main", **{"repository.full_name": "vime-org/docs"})
     await handlers.router.dispatch(unrelated, fake_ctx)
     assert len(fake_ctx.enqueued) == 1
+
+
+@pytest.mark.parametrize("pusher", ["attacker/slime", "vime-org/slime", "attacker/slime-mirror",
+                                    "THUDM/slime-mirror"])
+async def test_a_repository_named_like_the_upstream_or_its_mirror_queues_nothing(
+        fake_ctx: FakeContext, pusher: str) -> None:
+    # Mirrors were matched by repository name: a push to attacker/slime synced vime-org/vime.
+    register(fake_ctx)
+    register(fake_ctx, "victim/vime", upstream_mirror="victim/slime-mirror")
+    for event in (sample_event("push.upstream_main", **{"repository.full_name": pusher}),
+                  sample_event("pull_request.closed.upstream_merged",
+                               **{"repository.full_name": pusher})):
+        await handlers.router.dispatch(event, fake_ctx)
+    assert fake_ctx.enqueued == []
 
 
 async def test_push_to_another_branch_or_a_deleted_branch_queues_nothing(
@@ -95,6 +111,26 @@ async def test_installation_registers_forks_with_a_config_and_queues_their_first
     assert state["installation_id"] == event.data["installation"]["id"]
     assert (state["upstream"], state["upstream_branch"]) == (UPSTREAM, "main")
     assert fake_ctx.gh.writes == []
+
+
+async def test_installation_records_the_mirror_the_config_names(fake_ctx: FakeContext) -> None:
+    fake_ctx.gh.on("GET", f"/repos/{FORK}/contents/.github/forksync.yml", config_content(
+        "upstream: {repo: THUDM/slime, mirror: vime-org/slime-mirror}\n"))
+    await handlers.router.dispatch(sample_event("installation.created"), fake_ctx)
+    assert load_fork_state(fake_ctx.store, FORK)["upstream_mirror"] == "vime-org/slime-mirror"
+    await handlers.router.dispatch(sample_event(
+        "push.upstream_main", **{"repository.full_name": "vime-org/slime-mirror"}), fake_ctx)
+    # The first sync, then the one the mirror's push started.
+    assert kinds(fake_ctx) == [(SYNC, FORK), (SYNC, FORK)]
+
+
+async def test_an_upstreams_own_file_does_not_make_it_a_fork(fake_ctx: FakeContext) -> None:
+    fake_ctx.gh.on("GET", f"/repos/{FORK}/contents/.github/forksync.yml",
+                   config_content("downstream: [other/fork]\n"))
+    await handlers.router.dispatch(sample_event("installation.created"), fake_ctx)
+    # Not registered; the onboarding job finds the file there and stops (tests/test_onboard).
+    assert kinds(fake_ctx) == [(ONBOARD, FORK)]
+    assert fake_ctx.store.get_state(fork_state_key(FORK)) is None
 
 
 async def test_installation_on_a_repo_without_config_queues_its_onboarding_only(

@@ -3,7 +3,7 @@
 Per-fork state (``Store`` key ``fork:<owner>/<repo>``), shared by the publish steps,
 the follow-up and the slash commands::
 
-    installation_id, upstream, upstream_branch, fork_branch,
+    installation_id, upstream, upstream_branch, upstream_mirror, fork_branch,
     last_seen_upstream            the upstream head at the last sync or poll
     last_synced_tip               the tip of the last sync PR that was merged
     pushed: [sha, ...]            every head the bot wrote to a sync branch
@@ -15,7 +15,7 @@ the follow-up and the slash commands::
            refused_head, answers: {id: choice}, rerere: {hunk key: text}, pending}
 
 Who writes what. Each publish step (``bot.sync.publish``) owns its keys: the run
-``installation_id``; fetch ``upstream``, ``upstream_branch``, ``fork_branch``,
+``installation_id``; fetch ``upstream``, ``upstream_branch``, ``upstream_mirror``, ``fork_branch``,
 ``last_seen_upstream``; prepare the window and commit 1 (``branch`` .. ``report_url``);
 branch ``pushed`` and ``refused_head``; pr ``pr``; review ``review_commit``,
 ``delivery`` and ``unanchored``; check ``remaining``, ``head`` and ``check_runs``; behind
@@ -66,19 +66,18 @@ def save_fork_state(store: Store, fork: str, state: dict[str, Any]) -> None:
     store.put_state(fork_state_key(fork), state)
 
 
-def forks_following(store: Store, upstream: str, branch: str | None = None, *,
-                    mirror: bool = False) -> list[dict[str, Any]]:
-    """States of every registered fork whose config names ``upstream`` (and ``branch``).
+def forks_following(store: Store, repo: str, branch: str | None = None) -> list[dict[str, Any]]:
+    """States of every registered fork whose config names ``repo`` (and ``branch``).
 
-    With ``mirror``, ``upstream`` is a mirror: any owner, the same repository name.
+    ``repo`` is followed when it is the fork's ``upstream.repo`` or its
+    ``upstream.mirror``: a mirror counts only where a fork's config names it, never
+    by a likeness of names (anyone can create ``attacker/slime``).
     """
     found = []
     for key in store.state_keys(STATE_PREFIX):
         state = store.get_state(key) or {}
-        followed = str(state.get("upstream", "")).lower()
-        if mirror:
-            followed, upstream = followed.rpartition("/")[2], upstream.rpartition("/")[2]
-        if not followed or followed != upstream.lower():
+        named = {str(state.get(k) or "").lower() for k in ("upstream", "upstream_mirror")}
+        if repo.lower() not in named - {""}:
             continue
         if branch is not None and state.get("upstream_branch", "main") != branch:
             continue
