@@ -104,6 +104,7 @@ class Bot:
         # take it first) and restarts reuse it; None: one picked now, so that the URL is
         # known before the bot runs (the App's registration names it).
         self.port = free_port() if port is None else port
+        self.data_dir = data_dir
         self.log_path = data_dir / "serve.log"
         data_dir.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items()
@@ -358,14 +359,57 @@ async def test_upstream_merge_opens_a_draft_pr_with_one_review_and_a_failing_che
     world.assert_clean()
 
 
+def upstream_fetched(world: World) -> bool:
+    """Whether the bot's cache holds the upstream's main: it read the upstream."""
+    cache = world.bot.data_dir / "git" / "THUDM__slime.git"
+    return cache.is_dir() and subprocess.run(
+        ["git", f"--git-dir={cache}", "rev-parse", "--verify", "-q", "refs/heads/main"],
+        capture_output=True).returncode == 0
+
+
 @pytest.mark.parametrize("world", [{"private_upstream": True}], indirect=True)
-async def test_a_private_upstream_is_read_with_its_own_installation(world: World) -> None:
-    # The fork's installation cannot read THUDM/slime; the App's installation there can.
+async def test_a_private_upstream_of_another_account_is_refused_with_a_failing_check(
+        world: World) -> None:
+    # The App is installed on THUDM too; its token must not read THUDM's private code
+    # for vime-org's fork (it did: the sync PR was built from it).
+    await world.merge_upstream()
+    await world.idle()
+    assert world.sync_prs() == []
+    assert not upstream_fetched(world)
+    (run,) = world.sim.check_runs(FORK, world.sim.ref(FORK, "main"), "forksync")
+    assert run.conclusion == "failure" and run.title == "forksync cannot read the upstream"
+    assert f"`downstream: [{FORK}]`" in run.summary
+    world.assert_clean()
+
+
+@pytest.mark.parametrize("world", [{"private_upstream": True}], indirect=True)
+async def test_a_private_upstream_that_lists_the_fork_is_read_with_its_installation(
+        world: World) -> None:
+    # THUDM opts in: its own .github/forksync.yml lists the fork. It lands with the merge.
+    await world.sim.commit(UPSTREAM, "tune", {".github/forksync.yml": f"downstream: [{FORK}]\n"},
+                           "Let vime read slime", user="zhuzilin")
     await world.merge_upstream()
     await world.idle()
     pr = world.sync_pr()
     assert pr.draft and len(world.sim.reviews(FORK, pr.number)) == 1
     assert world.check(pr.head_sha).conclusion == "failure"
+    # The upstream's file is not merged into the fork's own config.
+    assert world.file_at(pr.head_sha, ".github/forksync.yml") == \
+        world.file_at(world.sim.ref(FORK, "main") or "", ".github/forksync.yml")
+    assert "reading the upstream THUDM/slime (listed under downstream:" in \
+        world.bot.log_path.read_text()
+    world.assert_clean()
+
+
+async def test_a_public_upstream_is_read_without_a_token(world: World) -> None:
+    await world.merge_upstream()
+    await world.idle()
+    assert world.sync_pr().draft and upstream_fetched(world)
+    assert "reading the upstream THUDM/slime (public, without a token)" in \
+        world.bot.log_path.read_text()
+    upstream_git = [r for r in world.sim.requests if r.kind == "git"
+                    and r.path.startswith(f"/{UPSTREAM}.git")]
+    assert upstream_git and all(r.actor is None for r in upstream_git)
     world.assert_clean()
 
 

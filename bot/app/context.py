@@ -254,6 +254,13 @@ class JobContext:
             return await auth.installation_for_repo(full_name)
         return None
 
+    async def installation_account(self, installation_id: int) -> int | None:
+        """The account id an installation belongs to (None in token mode)."""
+        auth = self.platform.auth
+        if isinstance(auth, AppAuth):
+            return await auth.installation_account(installation_id)
+        return None
+
     async def git_token_for(self, installation_id: int | None = None) -> str:
         """The token for git over HTTPS (``bot.github.remote``), the same as the REST client's."""
         return await self.platform.auth.token_for(

@@ -59,6 +59,7 @@ class AppAuth:
         # What each installation's current token may do, as GitHub said when minting it.
         self._permissions: dict[int, dict[str, str]] = {}
         self._repo_installations: dict[str, int] = {}
+        self._accounts: dict[int, int] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self.tokens_minted = 0
 
@@ -118,6 +119,16 @@ class AppAuth:
         installation_id = int(data["id"])
         self._repo_installations[full_name] = installation_id
         return installation_id
+
+    async def installation_account(self, installation_id: int) -> int:
+        """The id of the account (user or organization) an installation belongs to."""
+        if installation_id not in self._accounts:
+            data = await self._gh.getitem("/app/installations/{installation_id}",
+                                          {"installation_id": installation_id},
+                                          jwt=self.app_jwt())
+            # An installation never changes account; the id survives renames.
+            self._accounts[installation_id] = int(data["account"]["id"])
+        return self._accounts[installation_id]
 
     def forget(self, installation_id: int) -> None:
         """Drop a cached token (e.g. after GitHub answered 401 with it)."""

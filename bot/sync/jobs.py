@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.app.context import JobContext
 from bot.github import remote
+from bot.sync.access import UpstreamRefused, upstream_access
 from bot.sync.commands.jobs import JOBS as COMMAND_JOBS
 from bot.sync.followup import rescan
 from bot.sync.onboard import ONBOARD, onboard_job
@@ -77,15 +78,14 @@ async def poll_job(ctx: JobContext, payload: dict[str, Any]) -> None:
     if not upstream:
         await enqueue_sync(ctx, fork, installation_id, reason="first-poll")
         return
-    token = await ctx.git_token_for(installation_id)
-    if ctx.settings.git_url:
-        url = ctx.settings.clone_url(upstream)
-    else:
-        gh = await ctx.gh_for(installation_id)
-        url = ctx.settings.clone_url(upstream, (await gh.getitem(f"/repos/{upstream}"))
-                                     .get("clone_url"))
-    head = await asyncio.to_thread(remote.remote_head, url,
-                                   state.get("upstream_branch", "main"), token)
+    try:
+        access = await upstream_access(ctx, fork, installation_id, upstream)
+    except UpstreamRefused:
+        # The sync said why, on a failing check; polling cannot change that.
+        log.info("poll %s: may not read the upstream %s", fork, upstream)
+        return
+    head = await asyncio.to_thread(remote.remote_head, access.url,
+                                   state.get("upstream_branch", "main"), access.token)
     if head and head != state.get("last_seen_upstream"):
         log.info("poll %s: %s moved to %s", fork, upstream, head[:12])
         await enqueue_sync(ctx, fork, installation_id, reason=head)

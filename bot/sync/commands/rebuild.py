@@ -30,6 +30,7 @@ from bot.engine.review import build_delivery, local_diff, plan_items
 from bot.github import remote
 from bot.github.checks import upsert_check_run
 from bot.github.pulls import post_delivery
+from bot.sync.access import UpstreamRefused, upstream_access
 from bot.sync.commands import gitops
 from bot.sync.commands.parse import Extend, Refresh
 from bot.sync.commands.replay import Recorded, Replayed, record_branch, replay_onto
@@ -58,6 +59,7 @@ class _Inputs:
     upstream_git: str
     workflows: bool  # the push may change workflow files (the App's Workflows permission)
     upstream_url: str
+    upstream_token: str | None  # what reads the upstream (bot.sync.access); None: anonymous
 
 
 async def rebuild(run: Runner, command: Extend | Refresh) -> str:
@@ -133,12 +135,17 @@ async def _fetch_inputs(run: Runner, branch: Branch, old_plan: dict[str, Any]) -
     config = load_config(config_text, CONFIG_PATH)
     upstream = config.upstream_repo
     upstream_branch = config.upstream_branch
+    try:
+        access = await upstream_access(run.ctx, run.req.fork, run.req.installation_id,
+                                       upstream)
+    except UpstreamRefused as exc:
+        raise CommandFailed(str(exc)) from None
     upstream_git = await asyncio.to_thread(remote.ensure_mirror, run.ctx.cache_dir, upstream)
-    upstream_url = await run.clone_url(upstream)
-    await asyncio.to_thread(remote.fetch_branch, upstream_git, upstream_url, upstream_branch,
-                            branch.token)
+    await asyncio.to_thread(remote.fetch_branch, upstream_git, access.url, upstream_branch,
+                            access.token)
     return _Inputs(fork_branch, fork_main, config, upstream_git,
-                   await run.ctx.may_write_workflows(run.req.installation_id), upstream_url)
+                   await run.ctx.may_write_workflows(run.req.installation_id), access.url,
+                   access.token)
 
 
 async def _extend_tip(command: Extend, up: Git, upstream_branch: str, old_tip: str) -> str:
@@ -188,12 +195,13 @@ async def _merge(run: Runner, branch: Branch, inputs: _Inputs, tip: str,
         "git_timeout": run.ctx.settings.git_timeout_seconds, "workflows": inputs.workflows}
     # The caches are partial clones: the window's trees, then the blobs the merge reads.
     await window_trees(inputs.upstream_git, inputs.upstream_url, old_plan["cutoff"], tip,
-                       branch.token)
+                       inputs.upstream_token)
     wanted = await asyncio.to_thread(needs, git.git_dir, inputs.upstream_git, **args)
     await asyncio.to_thread(remote.fetch_blobs, git.git_dir, branch.url, wanted.fork,
                             branch.token, repo="the fork repository")
     await asyncio.to_thread(remote.fetch_blobs, inputs.upstream_git, inputs.upstream_url,
-                            wanted.upstream, branch.token, repo="the upstream repository")
+                            wanted.upstream, inputs.upstream_token,
+                            repo="the upstream repository")
     result = await asyncio.to_thread(engine_sync, git.git_dir, inputs.upstream_git,
                                      branch=_LOCAL_WORK_BRANCH, **args)
     plan_json: dict[str, Any] = result.plan.to_json()

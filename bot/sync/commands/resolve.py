@@ -18,6 +18,7 @@ from bot.engine.markers import MARKER_SIZE
 from bot.engine.model import marker_sizes
 from bot.errors import ForksyncError
 from bot.github import remote
+from bot.sync.access import upstream_access
 from bot.sync.commands import gitops
 from bot.sync.commands.gitops import TRAILER
 from bot.sync.commands.parse import Resolve
@@ -236,9 +237,11 @@ async def _fetch_object(run: Runner, branch: Branch, entry: dict[str, str]) -> b
     upstream = run.state.get("upstream")
     if upstream:
         cache = await asyncio.to_thread(remote.ensure_mirror, run.ctx.cache_dir, upstream)
-        with contextlib.suppress(ForksyncError):
-            await asyncio.to_thread(remote.fetch_blobs, cache, await run.clone_url(upstream),
-                                    wanted, branch.token)
+        with contextlib.suppress(ForksyncError):  # UpstreamRefused too: no upstream side
+            access = await upstream_access(run.ctx, run.req.fork, run.req.installation_id,
+                                           upstream)
+            await asyncio.to_thread(remote.fetch_blobs, cache, access.url, wanted,
+                                    access.token)
     return await asyncio.to_thread(_bring_object, run, branch.git, entry)
 
 

@@ -40,7 +40,7 @@ class Repos:
     fork_branch: str
     fork_main: str
     upstream_head: str
-    upstream_token: str | None = None  # the upstream's, when not the fork's (private upstream)
+    upstream_token: str | None = None  # what reads the upstream (bot.sync.access); None: anonymous
 
 
 class RunContext:

@@ -1,8 +1,9 @@
 """Step 1: fork main and the upstream, fetched into the local caches; the fork's config.
 
-Writes ``upstream``, ``upstream_branch``, ``fork_branch`` and ``last_seen_upstream`` to
-the fork's state, and the run's :class:`Repos`. Nothing to resume: every run fetches
-the newest heads.
+Writes ``upstream``, ``upstream_branch``, ``upstream_mirror``, ``fork_branch`` and
+``last_seen_upstream`` to the fork's state, and the run's :class:`Repos`. Nothing to
+resume: every run fetches the newest heads. The upstream is read as
+:mod:`bot.sync.access` allows, or the run ends with a failing check saying why.
 """
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ import asyncio
 import logging
 
 from bot.app.settings import Settings
-from bot.engine.config import CONFIG_PATH, Config, load_config
+from bot.engine.config import CONFIG_PATH, Config, load_config, upstream_only
 from bot.engine.git import Git
 from bot.engine.merge import FORK, UPSTREAM
 from bot.engine.window import resolve_rev
 from bot.errors import ForksyncError, GitError
 from bot.github import remote
-from bot.github.auth import AuthError
 from bot.github.checks import report_error
 from bot.github.client import GitHubClient
+from bot.sync.access import UpstreamRefused, upstream_access
 from bot.sync.publish.context import PublishResult, Repos, RunContext
 
 log = logging.getLogger(__name__)
@@ -46,43 +47,38 @@ async def fetch(run: RunContext) -> Config | PublishResult:
         log.info("%s has no %s on %s: nothing to sync", fork, CONFIG_PATH, fork_branch)
         return run.result("not-configured")
     try:
+        if upstream_only(config_text, CONFIG_PATH):
+            log.info("%s: its %s only lists downstream forks: nothing to sync", fork,
+                     CONFIG_PATH)
+            return run.result("not-configured")
         config = load_config(config_text, CONFIG_PATH)
     except ForksyncError as exc:
         await report_error(gh, fork, fork_main, "The forksync config has an error", str(exc))
         return run.result("refused")
     upstream, branch = config.upstream_repo, config.upstream_branch
-    run.state.update(upstream=upstream, upstream_branch=branch, fork_branch=fork_branch)
+    run.state.update(upstream=upstream, upstream_branch=branch,
+                     upstream_mirror=config.upstream_mirror, fork_branch=fork_branch)
 
-    up_gh, up_token = await upstream_access(run, upstream)
-    upstream_url = await clone_url(up_gh, settings, upstream)
+    try:
+        access = await upstream_access(run.ctx, fork, run.state.get("installation_id"),
+                                       upstream)
+    except UpstreamRefused as exc:
+        await run.save()  # the upstream and its mirror are recorded even so
+        await report_error(gh, fork, fork_main, "forksync cannot read the upstream", str(exc))
+        return run.result("refused")
+    log.info("%s: reading the upstream %s (%s)", fork, upstream, access.how)
+    upstream_url = access.url
     upstream_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, upstream)
     # The window's trees come once the window is known (prepare).
     upstream_head = await asyncio.to_thread(remote.fetch_branch, upstream_git, upstream_url,
-                                            branch, up_token)
+                                            branch, access.token)
     if upstream_head is None:
         raise GitError(f"the upstream {upstream} has no branch {branch}")
     run.state["last_seen_upstream"] = upstream_head
     run.repos = Repos(fork_git, upstream_git, fork_url, upstream_url,
                       fork_repo.get("html_url") or f"https://github.com/{fork}",
-                      fork_branch, fork_main, upstream_head, up_token)
+                      fork_branch, fork_main, upstream_head, access.token)
     return config
-
-
-async def upstream_access(run: RunContext, upstream: str) -> tuple[GitHubClient, str]:
-    """A client and token that can read the upstream.
-
-    A public upstream is readable with the fork's token. A private one needs the
-    App installed there too (its installation may differ from the fork's), so that
-    installation's token is used when there is one.
-    """
-    try:
-        installation = await run.ctx.installation_for_repo(upstream)
-    except AuthError:
-        installation = None  # not installed there: the fork's token must do (public)
-    if installation is None or installation == run.ctx.installation_id:
-        return run.gh, run.token
-    return (await run.ctx.gh_for(installation),
-            await run.ctx.git_token_for(installation))
 
 
 def resolve_tip(repos: Repos, upstream_branch: str, tip: str | None) -> str:
@@ -92,7 +88,8 @@ def resolve_tip(repos: Repos, upstream_branch: str, tip: str | None) -> str:
     return resolve_rev(Git(repos.upstream_git), tip, f"refs/heads/{upstream_branch}", "tip")
 
 
-async def window_trees(upstream_git: str, url: str, cutoff: str, tip: str, token: str) -> None:
+async def window_trees(upstream_git: str, url: str, cutoff: str, tip: str,
+                       token: str | None) -> None:
     """The trees of the window's commits (the caches fetch commits alone).
 
     The cutoff's tree is there already when the previous sync read it: then only what

@@ -71,7 +71,7 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
     try:
         if cutoff is not None:  # the caches hold commits: the window's trees come first
             await window_trees(repos.upstream_git, repos.upstream_url, cutoff, tip_sha,
-                               repos.upstream_token or run.token)
+                               repos.upstream_token)
     except (MissingObject, DiskFull, GitTimeout) as exc:
         return await _cannot_sync(run, exc, cutoff)  # said on the head, then retried
     try:
@@ -147,7 +147,7 @@ async def fetch_needed(repos: Repos, wanted: Needs, token: str) -> None:
     await asyncio.to_thread(remote.fetch_blobs, repos.fork_git, repos.fork_url, wanted.fork,
                             token, repo=FORK)
     await asyncio.to_thread(remote.fetch_blobs, repos.upstream_git, repos.upstream_url,
-                            wanted.upstream, repos.upstream_token or token, repo=UPSTREAM)
+                            wanted.upstream, repos.upstream_token, repo=UPSTREAM)
 
 
 def find_sync_cutoff(repos: Repos, upstream: str, merged_tip: str | None) -> str | None:
