@@ -28,6 +28,7 @@ from bot.sync.commands.jobs import JOBS, run_command
 from bot.sync.commands.parse import USAGE
 from bot.sync.commands.rebuild import migrate_answers
 from bot.sync.commands.request import reply_marker
+from bot.sync.commands.runner import REFUSAL_REPLY_EVERY
 from bot.sync.state import load_fork_state, save_fork_state, save_plan, sync_branch_name
 from handlers.commands import router as commands_router
 from tests.conftest import FakeContext, FakeGH, sample_event
@@ -183,6 +184,30 @@ async def test_without_write_access_a_polite_refusal_and_nothing_else(live: Live
     assert f"Only people with write access to `{FORK}`" in reply
     assert live.gh.write_count == 2  # the reaction and the reply, nothing else
     assert live.head == before
+
+
+async def test_a_refusal_is_replied_once_per_author_and_pr_an_hour_then_only_reacted_to(
+        live: Live) -> None:
+    # Anyone may comment: each refusal cost a reaction AND a reply of the write budget.
+    for n in range(4):
+        await live.comment("/sync refresh", comment_id=600 + n, author="mallory")
+    assert [live.reactions(600 + n) for n in range(4)] == [["-1"]] * 4
+    assert len(live.replies()) == 1 and live.gh.write_count == 5
+    # Another author, or the same one on another PR, is told once too.
+    await live.comment("/sync status", comment_id=610, author="trudy")
+    await live.comment("/sync status", comment_id=611, author="Mallory", pr=PR + 1)
+    assert len(live.replies()) + len(live.gh.sent(
+        "POST", f"/repos/{FORK}/issues/{PR + 1}/comments")) == 3
+    # An hour later, mallory is told again, once.
+    state = live.state()
+    state["refusals_replied"] = {k: at - REFUSAL_REPLY_EVERY
+                                 for k, at in state["refusals_replied"].items()}
+    save_fork_state(live.ctx.store, FORK, state)
+    await live.comment("/sync refresh", comment_id=620, author="mallory")
+    await live.comment("/sync refresh", comment_id=621, author="mallory")
+    assert len(live.replies()) == 3 and live.reactions(621) == ["-1"]
+    # Old entries are forgotten, so the state stays small.
+    assert set(live.state()["refusals_replied"]) == {f"{PR}:mallory"}
 
 
 async def test_not_a_collaborator_at_all_is_refused(live: Live) -> None:

@@ -49,6 +49,11 @@ async def test_commands_from_a_refusal_to_a_green_check(world: World) -> None:
     assert world.sync_pr().head_sha == commit1
     after = world.snapshot()
     assert after["writes"] - before["writes"] == 2  # the reaction and the reply
+    # Asking again within the hour costs only the reaction.
+    again = await sim.comment(FORK, pr.number, "mallory", "/sync refresh")
+    await world.idle()
+    assert reactions(world, again) == ["-1"] and len(replies(world, pr.number)) == 1
+    assert world.snapshot()["writes"] - after["writes"] == 1
 
     # vera resolves B with upstream's side: a bot commit on the branch, then a rescan.
     asked = await sim.comment(FORK, pr.number, "vera", "/sync resolve vime/table_b.py theirs")

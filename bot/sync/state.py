@@ -8,6 +8,7 @@ the follow-up and the slash commands::
     last_synced_tip               the tip of the last sync PR that was merged
     pushed: [sha, ...]            every head the bot wrote to a sync branch
     commands_done: [key, ...]     slash-command comments already answered
+    refusals_replied: {"pr:login": time}  the last "write access only" reply per author and PR
     sync: {branch, commit, cutoff, tip, ours, window_label, plan_file, report_url, pr,
            review_commit, delivery: {counts}, unanchored: [id], behind, head,
            check_runs: {sha: id},
@@ -21,9 +22,9 @@ branch ``pushed`` and ``refused_head``; pr ``pr``; review ``review_commit``,
 ``delivery`` and ``unanchored``; check ``remaining``, ``head`` and ``check_runs``; behind
 ``behind`` and ``last_synced_tip``. The follow-up writes ``resolved``, ``remaining``,
 ``resolutions``, ``head`` and ``check_runs`` on every push. The slash commands write
-``answers``,
-``rerere``, ``commands_done``, and a new window and commit 1 by way of ``pending``
-(a half-finished extend or refresh). Installing the App records the upstream at once.
+``answers``, ``rerere``, ``commands_done``, ``refusals_replied``, and a new window and
+commit 1 by way of ``pending`` (a half-finished extend or refresh). Installing the App
+records the upstream at once.
 
 The plan itself (``Plan.to_json()``) is a file under ``<data_dir>/plans/``, named by
 commit 1, because the body and the check are re-rendered from it on every push.

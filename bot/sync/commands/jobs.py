@@ -3,7 +3,8 @@
 Every command comment gets reactions and exactly ONE reply: ``eyes`` when a command
 is accepted (the reply says how it ended), ``confused`` when one is wrong (the reply
 says what was wrong and the usage), ``-1`` when the author may not run commands (the
-reply says so politely, and nothing else is written).
+reply says so politely, and nothing else is written). That refusal is replied once per
+author and PR an hour; within the hour, a refused comment only gets its ``-1``.
 
 Every step is idempotent: a retried job finds its reply, its pushed commit (by the
 ``Forksync-Command`` trailer) or its half-finished extend (``sync["pending"]``).
@@ -12,6 +13,7 @@ Every step is idempotent: a retried job finds its reply, its pushed commit (by t
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from bot.app.context import JobContext, JobHandler
@@ -65,8 +67,11 @@ async def run_command(ctx: JobContext, payload: dict[str, Any]) -> None:
         return
     if not await has_write_access(gh, req.fork, req.author):
         await react(gh, req, "-1")
-        await post_reply(gh, req, refusal_text(req.author, req.fork) + "\n\n"
-                         + reply_marker(req.comment_id))
+        # Anyone may comment, and every reply spends the installation's write budget.
+        if runner.refusal_reply_due(time.time()):
+            await post_reply(gh, req, refusal_text(req.author, req.fork) + "\n\n"
+                             + reply_marker(req.comment_id))
+            runner.replied_refusal(time.time())
         await runner.mark_done()
         return
     if any(p.ok for p in parsed):

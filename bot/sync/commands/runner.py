@@ -27,6 +27,7 @@ from bot.sync.state import load_fork_state, load_plan, remember_pushed, save_for
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 MAX_DONE = 200  # comment ids remembered as answered
+REFUSAL_REPLY_EVERY = 3600.0  # seconds between two refusal replies to one author on one PR
 _HEAD_REF = "refs/forksync/command-head"
 
 
@@ -81,6 +82,22 @@ class Runner:
         done = [c for c in self.state.get("commands_done", []) if c != self.req.key]
         self.state["commands_done"] = [*done, self.req.key][-MAX_DONE:]
         await self.save()
+
+    @property
+    def _refusal_key(self) -> str:
+        return f"{self.req.pr}:{self.req.author.lower()}"
+
+    def refusal_reply_due(self, now: float) -> bool:
+        """Whether this author was not told "write access only" on this PR in the last hour."""
+        last = self.state.get("refusals_replied", {}).get(self._refusal_key)
+        return last is None or now - float(last) >= REFUSAL_REPLY_EVERY
+
+    def replied_refusal(self, now: float) -> None:
+        """Remember the refusal reply (saved with ``mark_done``); forget those over an hour old."""
+        replied = {key: at for key, at in self.state.get("refusals_replied", {}).items()
+                   if now - float(at) < REFUSAL_REPLY_EVERY}
+        replied[self._refusal_key] = now
+        self.state["refusals_replied"] = replied
 
     def last_attempt(self) -> bool:
         job = getattr(self.ctx, "job", None)
@@ -223,5 +240,5 @@ class Runner:
             await self.gh.patch(f"/repos/{self.req.fork}/pulls/{self.req.pr}", data=data)
 
 
-__all__ = ["MAX_DONE", "WRITE_PERMISSIONS", "Branch", "Runner", "has_write_access",
-           "post_reply", "react"]
+__all__ = ["MAX_DONE", "REFUSAL_REPLY_EVERY", "WRITE_PERMISSIONS", "Branch", "Runner",
+           "has_write_access", "post_reply", "react"]
