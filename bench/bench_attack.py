@@ -6,9 +6,11 @@ Starts the real ``forksync serve`` (token mode, a temporary data directory) on
 1. baseline: nothing but the prober;
 2. idle: ``--idle`` connections (default 20,000) that connect and never send a byte,
    opened by helper processes (one process cannot hold that many descriptors);
-3. forged: ``--posts`` concurrent posts (default 20) of ``--post-mib`` MiB each
+3. slowloris: as many that send a request line and then nothing;
+4. forged: ``--posts`` concurrent posts (default 20) of ``--post-mib`` MiB each
    (default 25, GitHub's cap) with a wrong signature, sent as fast as the server reads;
-4. both at once, then after: the attack over, how far the server's memory settles.
+5. silent idle connections and forged posts at once; 6. after: the attack over, how far
+   the server's memory settles.
 
 Throughout, a prober asks ``GET /healthz`` on a fresh connection every 200 ms (5 s
 timeout) and a sampler reads the server's RSS from /proc every 50 ms. For each phase
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -58,8 +61,9 @@ def raise_nofile() -> int:
 # -- helper process: holds idle connections --------------------------------------------
 
 
-def hold(port: int, count: int) -> None:
-    """Open ``count`` connections that never send; on "check", report how many are closed."""
+def hold(port: int, count: int, trickle: int) -> None:
+    """Open ``count`` connections that never send (or, with ``trickle``, send a request
+    line and nothing more); on "check", report how many the server has closed."""
     raise_nofile()
     socks: list[socket.socket] = []
     failed = 0
@@ -71,6 +75,11 @@ def hold(port: int, count: int) -> None:
             s.close()
             continue
         socks.append(s)
+    if trickle:
+        time.sleep(0.5)  # the handshakes complete
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.send(b"POST /webhook HTTP/1.1\r\n")
     print(json.dumps({"opened": len(socks), "failed": failed}), flush=True)
     for line in sys.stdin:
         if line.strip() != "check":
@@ -92,14 +101,15 @@ def hold(port: int, count: int) -> None:
 class Holders:
     """The helper processes that hold the idle connections."""
 
-    def __init__(self, port: int, total: int) -> None:
+    def __init__(self, port: int, total: int, trickle: bool = False) -> None:
         self.procs: list[subprocess.Popen[str]] = []
         left = total
         while left > 0:
             n = min(HOLDER_SIZE, left)
             left -= n
             self.procs.append(subprocess.Popen(
-                [sys.executable, __file__, "--hold-connections", str(port), str(n)],
+                [sys.executable, __file__, "--hold-connections", str(port), str(n),
+                 str(int(trickle))],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
 
     def opened(self) -> tuple[int, int]:
@@ -136,9 +146,17 @@ def rss_kib(pid: int, field_name: str = "VmRSS") -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used (from /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Phase:
     name: str
+    cpu: float = 0.0
     rss: list[int] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -151,8 +169,9 @@ class Phase:
         lat = sorted(self.latencies)
         if lat:
             p90 = lat[min(len(lat) - 1, int(len(lat) * 0.9))]
+            slow = sum(1 for t in lat if t > 1.0)
             health = (f"median {statistics.median(lat) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms,"
-                      f" max {lat[-1] * 1000:.0f} ms")
+                      f" max {lat[-1] * 1000:.0f} ms; {slow} over 1 s")
         else:
             health = "no answer"
         fails = f", {len(self.failures)} failed ({self.failures[0]})" if self.failures else ""
@@ -161,6 +180,7 @@ class Phase:
         print(f"  /healthz            {len(lat)} answered: {health}{fails}")
         for note in self.notes:
             print(f"  {note}")
+        print(f"  server CPU          {self.cpu:.2f} s used in this phase")
         print(f"  server log          {self.log_bytes} bytes written in this phase")
 
 
@@ -227,7 +247,7 @@ async def forged_posts(port: int, count: int, mib: int) -> dict[str, int]:
 async def run_phase(name: str, pid: int, port: int, log: Path, seconds: float,
                     attack: Callable[[Phase], Awaitable[None]] | None = None) -> Phase:
     phase = Phase(name)
-    before = log.stat().st_size
+    before, cpu_before = log.stat().st_size, cpu_seconds(pid)
     stop = asyncio.Event()
     watcher = asyncio.create_task(watch(pid, port, phase, stop))
     started = time.monotonic()
@@ -237,6 +257,7 @@ async def run_phase(name: str, pid: int, port: int, log: Path, seconds: float,
     stop.set()
     await watcher
     phase.log_bytes = log.stat().st_size - before
+    phase.cpu = cpu_seconds(pid) - cpu_before
     phase.report()
     return phase
 
@@ -273,11 +294,14 @@ async def attack(args: argparse.Namespace, proc: subprocess.Popen[bytes], port: 
 
     holders: list[Holders] = []
 
-    async def idle(phase: Phase) -> None:
-        h = Holders(port, args.idle)
-        holders.append(h)
-        opened, failed = await asyncio.to_thread(h.opened)
-        phase.notes.append(f"idle connections    {opened} opened ({failed} could not connect)")
+    def idle(trickle: bool) -> Callable[[Phase], Awaitable[None]]:
+        async def go(phase: Phase) -> None:
+            h = Holders(port, args.idle, trickle)
+            holders.append(h)
+            opened, failed = await asyncio.to_thread(h.opened)
+            phase.notes.append(f"idle connections    {opened} opened ({failed} could not "
+                               f"connect){', each sent a request line' if trickle else ''}")
+        return go
 
     async def idle_report(phase: Phase) -> None:
         closed = await asyncio.to_thread(holders[-1].closed_by_server)
@@ -289,25 +313,31 @@ async def attack(args: argparse.Namespace, proc: subprocess.Popen[bytes], port: 
         phase.notes.append(f"forged posts        {args.posts} x {args.post_mib} MiB: {outcomes}"
                            f" in {time.monotonic() - started:.1f} s")
 
-    async def idle_phase(phase: Phase) -> None:
-        await idle(phase)
-        await asyncio.sleep(args.hold)
-        await idle_report(phase)
+    def held(trickle: bool) -> Callable[[Phase], Awaitable[None]]:
+        async def go(phase: Phase) -> None:
+            await idle(trickle)(phase)
+            await asyncio.sleep(args.hold)
+            await idle_report(phase)
+        return go
 
-    await run_phase(f"2. idle: {args.idle} connections held {args.hold:.0f} s", pid, port, log,
-                    args.hold, idle_phase)
+    await run_phase(f"2. idle: {args.idle} silent connections held {args.hold:.0f} s", pid,
+                    port, log, args.hold, held(False))
     holders.pop().stop()
-    await run_phase(f"3. forged: {args.posts} concurrent {args.post_mib} MiB posts", pid, port,
+    await run_phase(f"3. slowloris: {args.idle} connections that send a request line, held "
+                    f"{args.hold:.0f} s", pid, port, log, args.hold, held(True))
+    holders.pop().stop()
+    await run_phase(f"4. forged: {args.posts} concurrent {args.post_mib} MiB posts", pid, port,
                     log, 5, forged)
 
     async def both(phase: Phase) -> None:
-        await idle(phase)
+        await idle(False)(phase)
         await forged(phase)
         await idle_report(phase)
 
-    await run_phase("4. both at once", pid, port, log, args.hold, both)
+    await run_phase("5. both at once (silent idle connections and forged posts)", pid, port,
+                    log, args.hold, both)
     holders.pop().stop()
-    await run_phase("5. after: 10 s with no attack", pid, port, log, 10)
+    await run_phase("6. after: 10 s with no attack", pid, port, log, 10)
     print(f"peak RSS over the run (VmHWM): {rss_kib(pid, 'VmHWM') / 1024:.0f} MB")
 
 
@@ -319,8 +349,8 @@ def main() -> int:
     parser.add_argument("--hold", type=float, default=15.0,
                         help="seconds the idle connections are held")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to run")
-    parser.add_argument("--hold-connections", dest="hold_args", nargs=2, type=int,
-                        metavar=("PORT", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--hold-connections", dest="hold_args", nargs=3, type=int,
+                        metavar=("PORT", "N", "TRICKLE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.hold_args:
         hold(*args.hold_args)
