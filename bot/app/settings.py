@@ -71,6 +71,12 @@ class Settings:
     # The git caches' bound (None: unbounded); past it the least recently used go.
     cache_max_bytes: int | None = None
     cache_gc_hours: float = 24.0  # how often the caches are repacked (0: never)
+    # What keeps bad clients from exhausting the server (bot/app/limits.py).
+    max_connections: int = 8192  # open at once; past it the longest-idle one is closed
+    header_timeout: float = 10.0  # seconds to send a request's headers
+    keepalive_timeout: float = 15.0  # seconds a kept-alive connection may wait idle
+    body_timeout: float = 10.0  # seconds to send a body (GitHub gives up after 10 s)
+    max_buffered_bytes: int = 64 * 1024 * 1024  # request bodies held in memory at once
 
     @property
     def mode(self) -> Literal["app", "token"]:
@@ -235,6 +241,15 @@ class Settings:
             cache_max_bytes=_gigabytes(env, "FORKSYNC_CACHE_MAX_GB"),
             cache_gc_hours=_float(env, "FORKSYNC_CACHE_GC_HOURS", cls.cache_gc_hours,
                                   minimum=0.0, unit="hours"),
+            max_connections=_int(env, "FORKSYNC_MAX_CONNECTIONS", cls.max_connections,
+                                 minimum=16),
+            header_timeout=_float(env, "FORKSYNC_HEADER_TIMEOUT", cls.header_timeout,
+                                  minimum=0.1),
+            keepalive_timeout=_float(env, "FORKSYNC_KEEPALIVE_TIMEOUT", cls.keepalive_timeout,
+                                     minimum=0.1),
+            body_timeout=_float(env, "FORKSYNC_BODY_TIMEOUT", cls.body_timeout, minimum=0.1),
+            max_buffered_bytes=_int(env, "FORKSYNC_MAX_BUFFERED_BYTES", cls.max_buffered_bytes,
+                                    minimum=1024 * 1024),
         )
 
 
@@ -286,6 +301,16 @@ ENV_VARS: tuple[EnvVar, ...] = (
            "how often the git caches are repacked (git gc); 0 never"),
     EnvVar("FORKSYNC_MAX_BODY_BYTES", str(_D.max_body_bytes),
            "larger webhook bodies are refused with 413"),
+    EnvVar("FORKSYNC_MAX_BUFFERED_BYTES", str(_D.max_buffered_bytes),
+           "webhook bodies held in memory at once; past it a delivery gets 503 + Retry-After"),
+    EnvVar("FORKSYNC_MAX_CONNECTIONS", str(_D.max_connections),
+           "connections open at once; past it the longest-idle one is closed"),
+    EnvVar("FORKSYNC_HEADER_TIMEOUT", f"{_D.header_timeout:g}",
+           "seconds a connection has to send a request's headers"),
+    EnvVar("FORKSYNC_KEEPALIVE_TIMEOUT", f"{_D.keepalive_timeout:g}",
+           "seconds a kept-alive connection may stay idle"),
+    EnvVar("FORKSYNC_BODY_TIMEOUT", f"{_D.body_timeout:g}",
+           "seconds a webhook body has to arrive (408 after)"),
     EnvVar("FORKSYNC_WORKERS", str(_D.workers), "jobs run at once (one per repository)"),
     EnvVar("FORKSYNC_LOG_LEVEL", _D.log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL"),
 )
