@@ -142,6 +142,9 @@ class WorkerPool:
         self._running[job.id] = task
         heartbeat = _Heartbeat(self.store, job, worker_id, task, asyncio.get_running_loop())
         outcome = "done"
+        failure: BaseException | None = None  # what ended the attempt, when it failed
+        message = ""
+        retry_in: float | None = None
         try:
             try:
                 await asyncio.shield(task)
@@ -162,22 +165,16 @@ class WorkerPool:
                     log.warning("job %d (%s %s) finished after losing its lease; another "
                                 "worker may run it again", job.id, job.kind, job.key)
         except PERMANENT_ERRORS as exc:
-            outcome = "dead"
-            message = mask_secrets(str(exc))
-            log.error("job %d (%s %s) cannot succeed: %s", job.id, job.kind, job.key, message)
+            outcome, failure, message = "dead", exc, mask_secrets(str(exc))
             await asyncio.to_thread(self.store.kill, job.id, message, worker_id=worker_id)
         except Exception as exc:
-            message = _describe(exc)
+            failure, message = exc, _describe(exc)
             retry_at = _retry_at(exc)
-            if isinstance(exc, ForksyncError):
-                log.warning("job %d (%s %s) attempt %d failed: %s", job.id, job.kind, job.key,
-                            job.attempts, message)
-            else:
-                log.exception("job %d (%s %s) attempt %d failed: %s", job.id, job.kind,
-                              job.key, job.attempts, message)
             state = await asyncio.to_thread(self.store.fail, job.id, message, retry_at,
                                             worker_id=worker_id)
             outcome = "dead" if state == "dead" else "retry"
+            if outcome == "retry":
+                retry_in = await self._retry_in(job.id, retry_at)
         finally:
             heartbeat.stop()
             self._running.pop(job.id, None)
@@ -189,8 +186,45 @@ class WorkerPool:
                 self.metrics.observe("forksync_job_latency_seconds",
                                      max(0.0, ended_at - job.created_at), kind=job.kind,
                                      outcome=outcome)
-            log.info("job %d (%s %s) %s in %.2fs (started %.6f, ended %.6f)", job.id,
-                     job.kind, job.key, outcome, elapsed, started_at, ended_at)
+            self._log_end(job, outcome, elapsed, started_at, ended_at, failure, message,
+                          retry_in)
+
+    async def _retry_in(self, job_id: int, retry_at: float | None) -> float | None:
+        """Seconds until a failed job's next attempt, as the store scheduled it."""
+        if retry_at is None:
+            again = await asyncio.to_thread(self.store.get_job, job_id)
+            retry_at = again.ready_at if again is not None else None
+        return max(0.0, retry_at - time.time()) if retry_at is not None else None
+
+    def _log_end(self, job: Job, outcome: str, elapsed: float, started_at: float,
+                 ended_at: float, failure: BaseException | None, message: str,
+                 retry_in: float | None) -> None:
+        """One line per attempt: how it ended and, when it failed, why; one traceback at most.
+
+        The cause is the one ``last_error`` keeps; only a bug (not a ``ForksyncError``,
+        which already says what to do) brings its traceback.
+        """
+        line = "job %d (%s %s) %s in %.2fs (started %.6f, ended %.6f)"
+        args: list[object] = [job.id, job.kind, job.key,
+                              "failed" if outcome == "retry" else outcome, elapsed,
+                              started_at, ended_at]
+        if failure is None:
+            log.info(line, *args)
+            return
+        if isinstance(failure, PERMANENT_ERRORS):
+            line += "; cannot succeed: %s"
+            args.append(message)
+        elif outcome == "dead":
+            line += "; attempt %d of %d, gave up: %s"
+            args += [job.attempts, self.store.max_attempts, message]
+        else:
+            wait = f"retry in {retry_in:.0f}s" if retry_in is not None else "to be retried"
+            line += f"; attempt %d of %d, {wait}: %s"
+            args += [job.attempts, self.store.max_attempts, message]
+        bug = _bug(failure)
+        level = logging.ERROR if outcome == "dead" or bug is not None else logging.WARNING
+        log.log(level, line, *args,
+                exc_info=(type(bug), bug, bug.__traceback__) if bug is not None else None)
 
     async def _maintain(self) -> None:
         """Hourly: drop deliveries older than a week and done jobs older than a month."""
@@ -283,12 +317,20 @@ def schedule_polls(store: Store, interval: int, now: float | None = None) -> int
 
 
 def _describe(exc: BaseException) -> str:
+    """The cause of a failure in one line: what ``last_error`` keeps and the log says."""
     if isinstance(exc, TimeoutError):
         return "timed out"
     text = str(exc) or type(exc).__name__
-    if not isinstance(exc, ForksyncError):
+    if not isinstance(exc, ForksyncError | HandlersFailed):
         text = f"{type(exc).__name__}: {text}"
     return mask_secrets(text)[:2000]
+
+
+def _bug(exc: BaseException) -> BaseException | None:
+    """The error whose traceback is worth logging: not one that says what to do itself."""
+    if isinstance(exc, HandlersFailed):
+        return exc.bug
+    return None if isinstance(exc, ForksyncError | TimeoutError) else exc
 
 
 def _retry_at(exc: BaseException, now: float | None = None) -> float | None:
@@ -314,7 +356,17 @@ def _retry_at(exc: BaseException, now: float | None = None) -> float | None:
 
 
 class HandlersFailed(Exception):
-    """Some webhook handlers raised; the others ran. The event job is retried for the rest."""
+    """Some webhook handlers raised; the others ran. The event job is retried for the rest.
+
+    Its message is each failed handler's own error, so ``last_error`` names the cause;
+    ``bug`` is the first that is not a ``ForksyncError``, for its traceback.
+    """
+
+    def __init__(self, failures: list[tuple[str, Exception]]) -> None:
+        self.failures = failures
+        self.bug = next((exc for _, exc in failures if _bug(exc) is not None), None)
+        super().__init__("; ".join(f"{name.rsplit('.', 1)[-1]}: {_describe(exc)}"
+                                   for name, exc in failures))
 
 
 class UnknownJobKind(ForksyncError):
@@ -357,28 +409,21 @@ async def dispatch_event(platform: Platform, router: routing.Router, job: Job) -
     installation = event.data.get("installation") or {}
     ctx = platform.context(job, installation.get("id"))
     done = set(job.payload.get("done", []))
-    failed: list[str] = []
-    callbacks = sorted(router.fetch(event), key=_callback_name)
-    for callback in callbacks:
+    failed: list[tuple[str, Exception]] = []
+    for callback in sorted(router.fetch(event), key=_callback_name):
         name = _callback_name(callback)
         if name in done:
             continue
         try:
             await callback(event, ctx)
-        except Exception as exc:
-            failed.append(name)
-            if isinstance(exc, ForksyncError):
-                log.warning("handler %s for %s %s failed: %s", name, event.event, delivery_id,
-                            mask_secrets(str(exc)))
-            else:
-                log.exception("handler %s for %s %s failed", name, event.event, delivery_id)
+        except Exception as exc:  # the job's one log line says it (``WorkerPool._log_end``)
+            failed.append((name, exc))
         else:
             done.add(name)
     if failed:
         await asyncio.to_thread(platform.store.update_payload, job.id,
                                 {**job.payload, "done": sorted(done)})
-        raise HandlersFailed(f"{len(failed)} of {len(callbacks)} handler(s) failed for "
-                             f"{event.event} {delivery_id}: {', '.join(failed)}")
+        raise HandlersFailed(failed)
 
 
 def _callback_name(callback: Callable[..., Any]) -> str:
