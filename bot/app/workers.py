@@ -139,6 +139,10 @@ class WorkerPool:
         log.info("job %d (%s %s) attempt %d started by %s at %.6f", job.id, job.kind, job.key,
                  job.attempts, worker_id, started_at)
         task = asyncio.create_task(asyncio.wait_for(self.dispatcher(job), self.job_timeout))
+        # The run ends when the job's own work does: the store then frees its repository
+        # for the next job, which may start before this coroutine resumes to log the end.
+        finished: list[tuple[float, float]] = []
+        task.add_done_callback(lambda _: finished.append((time.monotonic(), time.time())))
         self._running[job.id] = task
         heartbeat = _Heartbeat(self.store, job, worker_id, task, asyncio.get_running_loop())
         outcome = "done"
@@ -178,7 +182,8 @@ class WorkerPool:
         finally:
             heartbeat.stop()
             self._running.pop(job.id, None)
-            elapsed, ended_at = time.monotonic() - started, time.time()
+            ended, ended_at = finished[0] if finished else (time.monotonic(), time.time())
+            elapsed = ended - started
             self.metrics.inc("forksync_jobs_finished_total", kind=job.kind, outcome=outcome)
             self.metrics.observe("forksync_job_duration_seconds", elapsed, kind=job.kind,
                                  outcome=outcome)
