@@ -904,3 +904,27 @@ async def test_handler_ignores_plain_issues(fake_ctx: FakeContext) -> None:
     del event.data["issue"]["pull_request"]
     await commands_router.dispatch(event, fake_ctx)
     assert fake_ctx.enqueued == [] and fake_ctx.gh.requests == []
+
+
+def test_a_whole_file_side_is_looked_for_only_in_this_forks_scratch_repositories(
+        tmp_path: Path) -> None:
+    """`/sync resolve` may bring a side from the engine's scratch repositories, never from
+    one made for another fork, even when that one holds the very object."""
+    from bot.engine.pipeline import work_repo
+    from bot.sync.commands.resolve import _own_scratch
+
+    def bare(name: str) -> Git:
+        path = tmp_path / name
+        git(tmp_path, "init", "--bare", "-q", str(path))
+        return Git(path)
+
+    upstream = bare("upstream.git")
+    ours, theirs = bare("fork-a.git"), bare("fork-b.git")
+    mine = work_repo(tmp_path / "data", ours, upstream)
+    other = work_repo(tmp_path / "data", theirs, upstream)
+    [oid] = other.hash_blobs([b"another fork's translated file\n"])
+    assert other.run_proc("cat-file", "-e", oid).returncode == 0
+    found = _own_scratch(tmp_path / "data" / "work", ours)
+    assert found == [str(mine.git_dir)], found
+    assert _own_scratch(tmp_path / "data" / "work", theirs) == [str(other.git_dir)]
+    assert _own_scratch(tmp_path / "nowhere", ours) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Any
 
 from bot.engine import markers, rerere
@@ -252,8 +253,7 @@ def _bring_object(run: Runner, git: Git, entry: dict[str, str]) -> bool:
         return True
     upstream = run.state.get("upstream")
     # The engine's scratch repositories (pipeline.work_repo) hold translated blobs.
-    candidates = [str(p) for p in sorted((run.ctx.settings.work_dir / "work")
-                                         .glob("*.git"))]
+    candidates = _own_scratch(run.ctx.settings.work_dir / "work", git)
     if upstream:
         candidates.insert(0, remote.ensure_mirror(run.ctx.cache_dir, upstream))
     for repo in candidates:
@@ -261,6 +261,22 @@ def _bring_object(run: Runner, git: Git, entry: dict[str, str]) -> bool:
         if proc.returncode == 0:
             return git.hash_blobs([proc.stdout]) == [entry["oid"]]
     return False
+
+
+def _own_scratch(work: Path, fork: Git) -> list[str]:
+    """The scratch repositories made for this fork: their alternates name its objects.
+
+    Never another fork's, even though an object id from our own plan could only match
+    content this fork's sync already read.
+    """
+    mine = Path(fork.object_dir()).resolve()
+    out = []
+    for repo in sorted(work.glob("*.git")):
+        with contextlib.suppress(OSError):
+            lines = (repo / "objects" / "info" / "alternates").read_text().splitlines()
+            if any(Path(line).resolve() == mine for line in lines if line.strip()):
+                out.append(str(repo))
+    return out
 
 
 __all__ = ["resolve", "resolve_items", "resolve_regions", "take_whole_file"]
