@@ -26,7 +26,7 @@ from gidgethub import RateLimitExceeded, routing, sansio
 
 from bot.app.context import JobHandler, Metrics, Platform, default_metrics
 from bot.app.store import Job, Store, StoreError
-from bot.engine.git import mask_secrets
+from bot.engine.process import mask_secrets
 from bot.errors import ConfigError, ForksyncError, WindowError
 from bot.github.client import parse_retry_after
 

@@ -1,7 +1,8 @@
 """Running git, carefully: explicit git dir, clean environment, fixed identity.
 
 Every git failure becomes a :class:`GitError` with a one-line message. Secrets
-(tokens passed through ``http.extraHeader``) are masked in every message.
+(tokens passed through ``http.extraHeader``) are masked in every message
+(``mask_secrets``, from :mod:`bot.engine.process`).
 """
 
 from __future__ import annotations
@@ -17,20 +18,22 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from bot.engine.process import DEADLINES, Watch, kill, missing_oid, no_space, spawn, subcommand
+from bot.engine.process import (
+    DEADLINES,
+    Watch,
+    kill,
+    mask_secrets,
+    missing_oid,
+    no_space,
+    spawn,
+    subcommand,
+)
 from bot.errors import DiskFull, GitError, GitTimeout, MissingObject
 
 BOT_NAME = "forksync[bot]"
 BOT_EMAIL = "forksync[bot]@users.noreply.github.com"
 # Fixed so that synthetic commits are reproducible run to run.
 SYNTHETIC_DATE = "1700000000 +0000"
-
-_SECRET_PATTERNS = [
-    re.compile(r"(Authorization:\s*(?:Basic|Bearer|token)\s+)\S+", re.IGNORECASE),
-    re.compile(r"(https?://)[^/@\s]+@"),
-    re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{10,}"),
-    re.compile(r"\b(v1\.)[0-9a-f]{20,}"),
-]
 
 # The time limit of one git process, or of one request to a long-running one. Generous:
 # it only has to turn a hang (a stuck disk, a stalled server) into an error.
@@ -39,16 +42,6 @@ DEFAULT_TIMEOUT = 600.0
 MODE_TREE = "040000"
 MODE_GITLINK = "160000"
 MODE_SYMLINK = "120000"
-
-
-def mask_secrets(text: str) -> str:
-    """Hide anything that looks like a credential before it reaches a log or a user."""
-    def hide(m: re.Match[str]) -> str:
-        return m.group(1) + "***" + ("@" if m.group(0).endswith("@") else "")
-
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(hide, text)
-    return text
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

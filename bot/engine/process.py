@@ -19,6 +19,23 @@ from collections.abc import Mapping, Sequence
 
 from bot.errors import GitError
 
+_SECRET_PATTERNS = [
+    re.compile(r"(Authorization:\s*(?:Basic|Bearer|token)\s+)\S+", re.IGNORECASE),
+    re.compile(r"(https?://)[^/@\s]+@"),
+    re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{10,}"),
+    re.compile(r"\b(v1\.)[0-9a-f]{20,}"),
+]
+
+def mask_secrets(text: str) -> str:
+    """Hide anything that looks like a credential before it reaches a log or a user."""
+    def hide(m: re.Match[str]) -> str:
+        return m.group(1) + "***" + ("@" if m.group(0).endswith("@") else "")
+
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(hide, text)
+    return text
+
+
 
 def spawn(argv: list[str], env: Mapping[str, str], cwd: str | None,
            stdin: int) -> subprocess.Popen[bytes]:

@@ -4,7 +4,7 @@ The token travels as an ``http.extraHeader`` set through ``GIT_CONFIG_COUNT`` /
 ``GIT_CONFIG_KEY_0`` / ``GIT_CONFIG_VALUE_0`` in the child's environment: other
 users on the host cannot read it from ``ps``, and nothing is written into the
 repository's config. Every failure becomes a ``GitError`` passed through
-``mask_secrets``.
+``mask_secrets`` (bot.engine.process).
 
 Pushes always go through ``--force-with-lease`` with an explicit expected head: the
 bot only ever overwrites a sync-branch head that it wrote itself (DESIGN.md).
@@ -31,9 +31,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from bot.engine.git import Git, mask_secrets
+from bot.engine.git import Git
 from bot.engine.needs import blobs_at
-from bot.engine.process import no_space
+from bot.engine.process import mask_secrets, no_space
 from bot.errors import DiskFull, GitError, MissingObject
 from bot.github import caches
 
