@@ -225,13 +225,19 @@ def _check_workdir(workdir: str | None) -> None:
     path = Path(workdir) if workdir else default_workdir()
     if path.exists() and not path.is_dir():
         raise OutputError(f"--workdir {path} is a file; expected a directory")
+    _writable_dir(path, f"cannot create the work directory {path}",
+                  f"the work directory {path} is not writable")
+
+
+def _writable_dir(path: Path, cannot: str, denied: str) -> Path:
+    """``path`` made if missing, and writable; else one line saying which it is not."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"cannot create the work directory {path}: "
-                          f"{exc.strerror or exc}") from None
+        raise OutputError(f"{cannot}: {exc.strerror or exc}") from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise OutputError(f"the work directory {path} is not writable")
+        raise OutputError(denied)
+    return path
 
 
 def _write(path: str | None, text: str, what: str) -> None:
@@ -366,14 +372,8 @@ def _write_preview(args: argparse.Namespace, result: Any) -> Path:
 def _preview_dir(path: str) -> Path:
     """The preview's directory, made and checked before a long run, not after it."""
     out = Path(path)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot write the preview into {out}: "
-                          f"{exc.strerror or exc}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise OutputError(f"cannot write the preview into {out}: permission denied")
-    return out
+    cannot = f"cannot write the preview into {out}"
+    return _writable_dir(out, cannot, f"{cannot}: permission denied")
 
 
 def _admin(args: argparse.Namespace) -> int:
