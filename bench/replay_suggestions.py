@@ -256,21 +256,12 @@ def replay_merge(set_name: str, repo: str, clone: str, sha: str) -> MergeResult:
             if not {2, 3} <= st.keys():
                 out.whole.append(_whole_file(out, git, path, st))
                 continue
-            try:
-                merged = _text(cat.read(f"{tree}:{path}")[1])
-            except GitError:
-                out.skipped["no merged blob"] += 1
-                continue
-            if merged is None:
-                out.skipped["binary or large file"] += 1
-                continue
-            try:
-                resolved = _text(cat.read(f"{sha}:{path}")[1])
-            except GitError:
-                out.skipped["file deleted by the merge"] += 1
-                continue
-            if resolved is None:
-                out.skipped["resolution is binary or large"] += 1
+            merged = _blob_text(out, cat, f"{tree}:{path}", "no merged blob",
+                                "binary or large file")
+            resolved = None if merged is None else _blob_text(
+                out, cat, f"{sha}:{path}", "file deleted by the merge",
+                "resolution is binary or large")
+            if merged is None or resolved is None:
                 continue
             out.files += 1
             out.cases += _replay_file(out, path, merged, resolved, added_both=1 not in st)
@@ -288,6 +279,19 @@ def _whole_file(out: MergeResult, git: Git, path: str, stages: dict[int, str]) -
             else "theirs" if oid == stages.get(3) else "other")
     return WholeFile(out.set, out.repo, out.merge, path, deleted_by, prop.tier.value,
                      prop.rule, prop.side, kept)
+
+
+def _blob_text(out: MergeResult, cat: CatFile, rev: str, missing: str,
+               unusable: str) -> str | None:
+    """The text at ``rev``; None, counted under its reason, if it is missing or not text."""
+    try:
+        text = _text(cat.read(rev)[1])
+    except GitError:
+        out.skipped[missing] += 1
+        return None
+    if text is None:
+        out.skipped[unusable] += 1
+    return text
 
 
 def _replay_file(out: MergeResult, path: str, merged: str, resolved: str, *,
