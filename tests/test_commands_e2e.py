@@ -33,10 +33,7 @@ def reactions(world: World, comment: Any) -> list[str]:
 
 async def test_commands_from_a_refusal_to_a_green_check(world: World) -> None:
     sim = world.sim
-    sim.add_collaborator(FORK, "vera", "write")
-    await world.merge_upstream()
-    await world.idle()
-    pr = world.sync_pr()
+    pr = await world.open_sync()
     commit1 = pr.head_sha
 
     # Someone without write access is refused, politely, and nothing else happens.
@@ -87,10 +84,7 @@ async def test_commands_from_a_refusal_to_a_green_check(world: World) -> None:
 
 async def test_extend_replays_what_people_resolved(world: World) -> None:
     sim = world.sim
-    sim.add_collaborator(FORK, "vera", "write")
-    await world.merge_upstream()
-    await world.idle()
-    pr = world.sync_pr()
+    pr = await world.open_sync()
     commit1 = pr.head_sha
 
     # vera resolves the region in A by hand.

@@ -221,6 +221,13 @@ class World:
         pr = await self.sim.open_pr(UPSTREAM, branch, title="Tune the tables", user="alice")
         return await self.sim.merge_pr(UPSTREAM, pr.number, method="squash", user="zhuzilin")
 
+    async def open_sync(self, collaborator: str = "vera") -> Any:
+        """``collaborator`` may write to the fork; an upstream PR merges; the sync PR opens."""
+        self.sim.add_collaborator(FORK, collaborator, "write")
+        await self.merge_upstream()
+        await self.idle()
+        return self.sync_pr()
+
     def sync_prs(self) -> list[Any]:
         return [p for p in self.sim.prs(FORK) if p.head_ref.startswith("forksync/sync-")]
 

@@ -56,10 +56,7 @@ def annotations(world: World, sha: str, path: str) -> list[dict[str, Any]]:
 async def test_a_region_without_its_opening_line_fails_the_check_at_its_lines(
         world: World) -> None:
     sim = world.sim
-    sim.add_collaborator(FORK, "vera", "write")
-    await world.merge_upstream()
-    await world.idle()
-    pr = world.sync_pr()
+    pr = await world.open_sync()
     commit1 = pr.head_sha
     # vera resolves B properly, and "resolves" A by deleting only the <<<<<<< line.
     text_a = world.file_at(commit1, A)
@@ -92,10 +89,7 @@ async def test_a_region_without_its_opening_line_fails_the_check_at_its_lines(
 async def test_extend_keeps_a_region_whole_and_offers_the_earlier_resolution(
         world: World) -> None:
     sim = world.sim
-    sim.add_collaborator(FORK, "vera", "write")
-    await world.merge_upstream()
-    await world.idle()
-    pr = world.sync_pr()
+    pr = await world.open_sync()
     commit1 = pr.head_sha
     # vera keeps ours in A, resolves B by hand, and pushes.
     text_a = world.file_at(commit1, A)
@@ -141,10 +135,7 @@ async def test_extend_keeps_a_region_whole_and_offers_the_earlier_resolution(
 
 async def test_extend_with_nothing_left_to_review_posts_no_review(world: World) -> None:
     sim = world.sim
-    sim.add_collaborator(FORK, "vera", "write")
-    await world.merge_upstream()
-    await world.idle()
-    pr = world.sync_pr()
+    pr = await world.open_sync()
     await sim.commit(FORK, pr.head_ref, {
         A: resolve_by_hand(world.file_at(pr.head_sha, A)),
         B: resolve_by_hand(world.file_at(pr.head_sha, B))}, "Resolve", user="vera")

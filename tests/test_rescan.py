@@ -14,19 +14,9 @@ import pytest
 from bot.engine.gate import Remaining, check_annotations, check_output
 from bot.engine.markers import find_marker_regions, split_lines
 from bot.engine.rescan import CONFIRM, TreeEntry, scan
+from tests.test_markers import COMMIT_1  # one region, as the bot commits it
 
 UPSTREAM = {"repo": "THUDM/slime", "branch": "main"}
-
-COMMIT_1 = """intro
-<<<<<<< ours
-ours line
-||||||| upstream@0123456789ab
-base line
-=======
-theirs line
->>>>>>> theirs
-outro
-"""
 
 
 def conflict_item(text: str, path: str = "vime/a.py", item_id: str = "Q1",
