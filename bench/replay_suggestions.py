@@ -28,7 +28,7 @@ import os
 import statistics
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -37,11 +37,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.learn_table import learn_lines  # noqa: E402
 from bench.tier_table import Record, cv_lines, tier_lines  # noqa: E402
 from bot.engine.git import CatFile, Git  # noqa: E402
-from bot.engine.markers import MarkerRegion, find_marker_regions_in_lines, split_lines  # noqa: E402
+from bot.engine.markers import split_lines  # noqa: E402
 from bot.engine.remerge import merge_words  # noqa: E402
-from bot.engine.suggest import propose_region, propose_whole_file  # noqa: E402
+from bot.engine.replay import (  # noqa: E402
+    conflicting_merges,
+    merge_tree,
+    replay_file,
+    same_text,
+    text_of,
+)
+from bot.engine.suggest import propose_whole_file  # noqa: E402
 from bot.errors import GitError  # noqa: E402
 
 MERGES = ROOT / "bench" / "replay_merges.txt"
@@ -52,9 +60,6 @@ TIERS = ("Settled", "Confirm", "Decide")
 TARGETS = {"Settled": 0.97, "Confirm": 0.80}
 TARGET_COVERAGE = 0.40
 TARGET_ONE_CLICK = 0.30
-MAX_FILE = 1_000_000  # bytes: larger files are generated data, not code people merge by hand
-CONTEXT = 3  # lines of context on each side used to find the region in M
-MAX_CONTEXT = 8  # extended while the context has no line with real content
 
 
 @dataclass
@@ -128,112 +133,6 @@ def find_clone(clones: Path, repo: str) -> Path:
     raise SystemExit(f"replay: no clone of {repo} under {clones} (expected {owner}+{name}/)")
 
 
-def merge_tree(git: Git, p1: str, p2: str) -> tuple[str, dict[str, dict[int, str]]]:
-    """git's own merge of the two parents: the tree (markers kept) and each conflicted
-    path's stages, with the blob of each."""
-    proc = git.run_proc("merge-tree", "--write-tree", "-z", p1, p2)
-    if proc.returncode not in (0, 1):
-        raise GitError(Git.describe_failure(["merge-tree"], proc.returncode, proc.stderr))
-    head, _, _messages = proc.stdout.partition(b"\0\0")
-    fields = head.split(b"\0")
-    stages: dict[str, dict[int, str]] = defaultdict(dict)
-    for entry in fields[1:]:
-        if not entry:
-            continue
-        info, _, path = entry.partition(b"\t")
-        _mode, oid, stage = info.decode().split()
-        stages[path.decode("utf-8", "surrogateescape")][int(stage)] = oid
-    return fields[0].decode(), stages
-
-
-def _text(data: bytes) -> str | None:
-    if b"\0" in data[:8000] or len(data) > MAX_FILE:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-# ---------------------------------------------------------------------------- anchoring
-
-
-def _significant(lines: list[str]) -> bool:
-    return any(len(ln.strip()) >= 3 for ln in lines)
-
-
-def _key(line: str) -> str:
-    return line.rstrip()
-
-
-def context_before(lines: list[str], region: MarkerRegion, floor: int) -> list[str] | None:
-    """Up to CONTEXT lines above the region (more if they are all blank), not crossing
-    ``floor`` (the end of the previous region); None when nothing can anchor it."""
-    start = region.start_line - 1  # 0-based index of the <<<<<<< line
-    if start == 0:
-        return []
-    lo = start - CONTEXT
-    while lo > floor and lo > start - MAX_CONTEXT and not _significant(lines[max(lo, 0):start]):
-        lo -= 1
-    lo = max(lo, floor)
-    ctx = lines[lo:start]
-    return ctx if ctx and _significant(ctx) else None
-
-
-def context_after(lines: list[str], region: MarkerRegion, ceiling: int) -> list[str] | None:
-    end = region.end_line  # 0-based index of the line after >>>>>>>
-    if end >= len(lines):
-        return []
-    hi = end + CONTEXT
-    while hi < ceiling and hi < end + MAX_CONTEXT and not _significant(lines[end:hi]):
-        hi += 1
-    hi = min(hi, ceiling)
-    ctx = lines[end:hi]
-    return ctx if ctx and _significant(ctx) else None
-
-
-def _matches(hay: list[str], needle: list[str], at: int) -> bool:
-    return at >= 0 and at + len(needle) <= len(hay) and all(
-        _key(hay[at + i]) == _key(n) for i, n in enumerate(needle))
-
-
-def anchor(committed: list[str], before: list[str], after: list[str], expected: int,
-           limit: int) -> tuple[int, int] | None:
-    """Where the region's resolution sits in ``committed``: (first, end) line indices.
-
-    The resolution is what lies between an occurrence of ``before`` and the next
-    occurrence of ``after`` at most ``limit`` lines further; with several candidates
-    the one nearest to ``expected`` wins, and a tie is no anchor at all.
-    """
-    if before:
-        starts = [i + len(before) for i in range(len(committed) - len(before) + 1)
-                  if _matches(committed, before, i)]
-    else:
-        starts = [0]
-    found: list[tuple[int, int]] = []
-    for s in starts:
-        if not after:
-            if len(committed) - s <= limit:
-                found.append((s, len(committed)))
-            continue
-        for e in range(s, min(len(committed), s + limit) + 1):
-            if _matches(committed, after, e):
-                found.append((s, e))
-                break
-    if not found:
-        return None
-    found.sort(key=lambda se: abs(se[0] - expected))
-    if len(found) > 1 and abs(found[0][0] - expected) == abs(found[1][0] - expected) \
-            and found[0] != found[1]:
-        return None
-    return found[0]
-
-
-def same_text(a: str, b: str) -> bool:
-    """Equal but for trailing whitespace on each line (and at the end)."""
-    return [_key(x) for x in split_lines(a)] == [_key(x) for x in split_lines(b)]
-
-
 # ---------------------------------------------------------------------------- replay
 
 
@@ -285,7 +184,7 @@ def _blob_text(out: MergeResult, cat: CatFile, rev: str, missing: str,
                unusable: str) -> str | None:
     """The text at ``rev``; None, counted under its reason, if it is missing or not text."""
     try:
-        text = _text(cat.read(rev)[1])
+        text = text_of(cat.read(rev)[1])
     except GitError:
         out.skipped[missing] += 1
         return None
@@ -296,32 +195,13 @@ def _blob_text(out: MergeResult, cat: CatFile, rev: str, missing: str,
 
 def _replay_file(out: MergeResult, path: str, merged: str, resolved: str, *,
                  added_both: bool) -> list[Case]:
-    lines = split_lines(merged)
-    committed = split_lines(resolved)
-    regions = find_marker_regions_in_lines(lines)
+    replayed = replay_file(path, merged, resolved, added_both=added_both)
+    out.unanchored += replayed.unanchored
+    if replayed.committed_with_markers:
+        out.skipped["hunk committed with its markers"] += replayed.committed_with_markers
     cases = []
-    shift = 0  # how far the committed file has moved relative to the merged one so far
-    for i, region in enumerate(regions):
-        floor = regions[i - 1].end_line if i else 0
-        ceiling = regions[i + 1].start_line - 1 if i + 1 < len(regions) else len(lines)
-        before = context_before(lines, region, floor)
-        after = context_after(lines, region, ceiling)
-        if before is None or after is None:
-            out.unanchored += 1
-            continue
-        size = len(split_lines(region.ours)) + len(split_lines(region.theirs)) \
-            + len(split_lines(region.base or ""))
-        where = anchor(committed, before, after, region.start_line - 1 + shift, size + 40)
-        if where is None:
-            out.unanchored += 1
-            continue
-        text = "".join(committed[where[0]:where[1]])
-        shift = where[1] - region.end_line
-        if find_marker_regions_in_lines(committed[where[0]:where[1]]) or any(
-                ln.startswith(("<<<<<<< ", ">>>>>>> ")) for ln in committed[where[0]:where[1]]):
-            out.skipped["hunk committed with its markers"] += 1
-            continue
-        prop = propose_region(lines, region, added_both=added_both, path=path)
+    for r in replayed.regions:
+        region, prop, text = r.region, r.proposal, r.committed
         suggested = prop.suggestion is not None
         transfer = None
         if "layout only" in prop.rule:
@@ -497,23 +377,10 @@ def find(clone: Path, repo: str, set_name: str, limit: int, rev: str, *,
          max_files: int = 100) -> Iterator[str]:
     """Merges under ``rev`` whose replay has at least one text conflict and at most
     ``max_files`` conflicted files, newest first."""
-    git = Git(clone, config=["merge.conflictStyle=diff3"])
     extra = ([f"--grep={grep}"] if grep else []) + (["--first-parent"] if first_parent else [])
-    lines = git.text("rev-list", "--merges", "--parents", *extra, rev).splitlines()
-    found = 0
-    for line in lines:
-        parts = line.split()
-        if len(parts) != 3:
-            continue
-        try:
-            _tree, stages = merge_tree(git, parts[1], parts[2])
-        except GitError:
-            continue
-        if len(stages) <= max_files and any({1, 2, 3} <= st.keys() for st in stages.values()):
-            found += 1
-            yield f"{set_name} {repo} {parts[0]}"
-            if found >= limit:
-                return
+    for sha in conflicting_merges(Git(clone), rev, limit, extra=tuple(extra),
+                                  max_files=max_files):
+        yield f"{set_name} {repo} {sha}"
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -526,6 +393,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--tiers", action="store_true",
                     help="print the tier each rule earns by the criterion, and the criterion "
                          "held out one repository family at a time")
+    ap.add_argument("--learn", action="store_true",
+                    help="also: per repository, learn tiers from its older half of merges "
+                         "(forksync learn) and test them on its newer half")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--by-repo", action="store_true", help="also one table per repository")
     ap.add_argument("--misses", metavar="TIER", help="print wrong suggestions of this tier")
@@ -566,6 +436,10 @@ def main(argv: Iterable[str] | None = None) -> int:
         print("\n".join(tier_lines(records, (c.rule for r in results for c in r.cases
                                               if c.candidate_right is None))))
         print("\n".join(["", *cv_lines(records)]))
+    if args.learn:
+        order = {(repo, sha): i for i, (_s, repo, sha) in enumerate(merges)}
+        print("\n".join(["", *learn_lines([c for r in results for c in r.cases], order,
+                                           table, rule_table)]))
     if args.misses:
         print(show_misses(results, args.misses, args.limit))
     if args.json:

@@ -48,6 +48,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def _positive(text: str) -> int:
+    """A whole number of at least 1, for argparse (a bad one is a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
+    return value
+
+
 class _Progress:
     """Stage lines on stderr, only when a person is watching a terminal."""
 
@@ -147,6 +158,23 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the branch to write (default: forksync/onboarding)")
     p_init.add_argument("--dry-run", action="store_true",
                         help="print the proposal; write no branch")
+    p_learn = command(
+        "learn", "measure which proposals this fork's people commit",
+        "Replay the fork's own past merges (two-parent merges whose replay conflicts, newest "
+        "first), compare what forksync would have proposed at each conflict with what people "
+        "committed, and write the ways of resolving that earned a tier in this fork (95% "
+        "Wilson lower bound of their precision >= 0.80, in >= 3 merges) as "
+        ".github/forksync-learned.json. Commit that file to the fork's main branch: later "
+        "syncs turn the Decide hunks those ways cover into Confirm items.")
+    p_learn.add_argument("--fork", required=True, help="the fork: a local path (bare is fine)")
+    p_learn.add_argument("--rev", default="HEAD",
+                         help="the history to read (default: HEAD, the fork's checked-out "
+                              "branch)")
+    p_learn.add_argument("--limit", type=_positive, default=200,
+                         help="replay at most this many conflicting merges (default: 200)")
+    p_learn.add_argument("--out", metavar="FILE",
+                         help="write the file here (default: standard output)")
+    p_learn.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p_check = command("check-config", "validate a config file",
                       "Validate a .github/forksync.yml file and say what it holds.")
     p_check.add_argument("file")
@@ -263,6 +291,33 @@ def _check_config(args: argparse.Namespace) -> int:
     from bot.engine.config import check_config_file
 
     print(check_config_file(args.file))
+    return 0
+
+
+def _learn(args: argparse.Namespace) -> int:
+    from bot.engine.learn import dumps, learn
+    from bot.engine.pipeline import is_url, open_repo
+
+    if is_url(args.fork):
+        raise OutputError(f"`learn` reads a local fork; {args.fork} is a URL (clone it first)")
+    _check_output(args.out, "the learned tiers")
+    git = open_repo(args.fork, Path(args.fork), "fork")
+    progress = _Progress(sys.stderr.isatty() and not args.quiet)
+    try:
+        learned = learn(git, args.rev, limit=args.limit, progress=progress)
+    finally:
+        progress.done()
+    text = dumps(learned)
+    if args.out:
+        _write(args.out, text, "the learned tiers")
+    else:
+        sys.stdout.write(text)
+    print(f"replayed {learned.merges} merges, {learned.hunks} conflict hunks; "
+          f"{len(learned.ways)} way{'' if len(learned.ways) == 1 else 's'} earned a tier",
+          file=sys.stderr)
+    for w in learned.ways:
+        print(f"  {w.tier.value:8} {w.kind} {w.key}: {w.action}, right {w.right} of {w.n} "
+              f"in {len(w.merges)} merges", file=sys.stderr)
     return 0
 
 
@@ -398,6 +453,7 @@ def _admin(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"check-config": _check_config, "serve": _serve, "setup": _setup, "init": _init,
+             "learn": _learn,
              "plan": _plan_or_sync, "sync": _plan_or_sync, "db": _admin, "jobs": _admin}
 
 

@@ -11,6 +11,7 @@ from bot.engine.config import Config
 from bot.engine.flags import Hit, add_flag_items
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, CatFile, Git, TreeWriter
 from bot.engine.itemprs import ItemPRs
+from bot.engine.learn import Learned
 from bot.engine.markers import MARKER_SIZE, find_marker_regions_in_lines, split_lines
 from bot.engine.merge import (
     Entry,
@@ -49,8 +50,10 @@ class _Path:
 class Classifier:
     def __init__(self, work: Git, cat: CatFile, outcome: MergeOutcome, config: Config,
                  translator: Translator, window: list[WindowEntry], cutoff: str, tip: str,
-                 *, workflows: bool = True) -> None:
+                 *, workflows: bool = True, learned: Learned | None = None) -> None:
         self.work = work
+        # The tiers this fork's own past merges earned (`forksync learn`), if any.
+        self.learned = learned
         # Whether the sync may change workflow files (the App's Workflows permission).
         self.workflows = workflows
         self.cat = cat
@@ -334,6 +337,8 @@ class Classifier:
         for region in regions:
             base = region.base or ""
             prop = propose_region(lines, region, added_both=added_both, path=r.path)
+            if self.learned is not None:
+                prop = self.learned.apply(prop, region.ours, region.theirs, r.path)
             items.append(ReviewItem(
                 id="", kind=ItemKind.CONFLICT, path=r.path, upstream_path=r.upstream_path,
                 tier=prop.tier, reason=prop.reason, ours=region.ours, base=base,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from bot.engine.config import CONFIG_PATH
 from bot.engine.git import MODE_GITLINK, CatFile, Git, TreeWriter, reading
+from bot.engine.learn import LEARNED_PATH
 from bot.engine.merge import FORK, UPSTREAM, TreeTranslator, commit_tree_oid
 from bot.engine.translate import Translator
 from bot.engine.trees import Entry, TreeIndex, build_tree
@@ -58,10 +59,11 @@ def window_blobs(work: Git, ours: str, cutoff: str, tip: str, translator: Transl
             tt = TreeTranslator(work, cat, translator, mine)
             tt.walk(cut_tree, tip_tree)
             fork_paths = {path: tt.fork_path(path) for path, _c, _t in tt.visited}
-            mine.prefetch([*fork_paths.values(), CONFIG_PATH])
-            config = mine.get(CONFIG_PATH)
-            if config is not None and not config.is_tree:
-                needs.fork[config.oid] = f"{CONFIG_PATH} on fork main"
+            mine.prefetch([*fork_paths.values(), CONFIG_PATH, LEARNED_PATH])
+            for own in (CONFIG_PATH, LEARNED_PATH):
+                found_own = mine.get(own)
+                if found_own is not None and not found_own.is_tree:
+                    needs.fork[found_own.oid] = f"{own} on fork main"
             renamed_in_fork = False
             for path, c, t in tt.visited:
                 fork_path = fork_paths[path]

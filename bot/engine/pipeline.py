@@ -19,6 +19,7 @@ from bot.engine.classify import Classifier
 from bot.engine.config import CONFIG_PATH, Config, load_config, load_config_file
 from bot.engine.configwarn import rule_warnings
 from bot.engine.git import CatFile, Git, TreeWriter, reading
+from bot.engine.learn import load_from as load_learned
 from bot.engine.merge import FORK, UPSTREAM, Entry, TreeIndex, commit_tree_oid, edit_tree, merge
 from bot.engine.model import Plan, conflicts_label
 from bot.engine.needs import Needs, raw_blobs, window_blobs
@@ -272,7 +273,8 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         outcome = merge(work, cat, writer, ours_tree, cutoff, tip, translator, progress=say)
         say("classifying conflicts")
         classified = Classifier(work, cat, outcome, cfg, translator, window, cutoff,
-                                tip, workflows=workflows).classify(writer)
+                                tip, workflows=workflows,
+                                learned=load_learned(fork_git, ours)).classify(writer)
     p = Plan(
         upstream_repo=cfg.upstream_repo, upstream_branch=cfg.upstream_branch, cutoff=cutoff,
         tip=tip, ours=ours, window=window, files=classified.files,

@@ -1,0 +1,218 @@
+"""Tiers a fork earns from its own past merges (``forksync learn``, ``bot.engine.learn``).
+
+A real repository with real merges: in each, the fork and upstream both edit README.md
+and requirements.txt; people keep the fork's README and merge the requirements word by
+word. Replaying the history must find both habits, and a plan of a fork that committed
+the learned file must turn a covered Decide hunk into a Confirm with the fork's text.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.engine.git import Git
+from bot.engine.learn import LEARNED_PATH, Learned, Way, dumps, learn, loads
+from bot.engine.model import ReviewItem, Tier
+from bot.engine.pipeline import plan
+from bot.engine.suggest import Hunk, propose, propose_hunk
+from bot.errors import ConfigError
+from tests.factory import Scenario, commit_tree, git, init_repo, write_tree
+
+ROUNDS = 17  # 17 of 17 right: a Wilson lower bound of 0.816, just past Confirm's 0.80
+
+
+def _tree(repo: Path, readme: str, reqs: str) -> str:
+    return write_tree(repo, [("README.md", "100644", readme.encode()),
+                             ("requirements.txt", "100644", reqs.encode()),
+                             ("src/app.py", "100644", b"print('hi')\n")])
+
+
+def _readme(version: str) -> str:
+    return f"# project\n\nversion {version}\n\nrun it\n"
+
+
+def history(tmp: Path, rounds: int = ROUNDS) -> Path:
+    """``rounds`` merges of an upstream edit and a fork edit of the same lines."""
+    repo = init_repo(tmp / "fork", bare=True)
+    head = commit_tree(repo, _tree(repo, _readme("0"), "numpy==1.0 torch==1.0\n"), [], "base")
+    for r in range(1, rounds + 1):
+        ours = commit_tree(repo, _tree(repo, _readme(f"{r} (our build)"),
+                                       f"numpy==1.{r} torch==1.{r - 1}\n"), [head], "fork work")
+        theirs = commit_tree(repo, _tree(repo, _readme(f"{r}"),
+                                         f"numpy==1.{r - 1} torch==1.{r}\n"), [head], "upstream")
+        merged = _tree(repo, _readme(f"{r} (our build)"), f"numpy==1.{r} torch==1.{r}\n")
+        head = commit_tree(repo, merged, [ours, theirs], f"Merge upstream {r}")
+        # The next round starts from the merge, both sides agreeing on it.
+        ours_next = commit_tree(repo, _tree(repo, _readme(f"{r}"), f"numpy==1.{r} torch==1.{r}\n"),
+                                [head], "settle")
+        head = ours_next
+    git(repo, "update-ref", "refs/heads/main", head)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def fork(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return history(tmp_path_factory.mktemp("learn"))
+
+
+def test_learn_finds_the_forks_habits(fork: Path) -> None:
+    learned = learn(Git(fork), "main")
+    assert learned.merges == ROUNDS
+    assert learned.hunks == 2 * ROUNDS
+    ways = {(w.kind, w.key, w.action): w for w in learned.ways}
+    readme = ways[("file", "README.md", "ours")]
+    assert (readme.right, readme.n, len(readme.merges), readme.tier) == \
+        (ROUNDS, ROUNDS, ROUNDS, Tier.CONFIRM)
+    words = ways[("rule", "merge word by word, data file", "suggested")]
+    assert (words.right, words.n, words.tier) == (ROUNDS, ROUNDS, Tier.CONFIRM)
+    # Upstream's README was never what people kept: that way earns nothing.
+    assert ("file", "README.md", "theirs") not in ways
+    assert all(w.tier is not Tier.DECIDE for w in learned.ways)
+
+
+def test_too_few_merges_earn_nothing(fork: Path) -> None:
+    # 16 of 16 is a bound of 0.806; 8 of 8 only 0.676: not a habit yet.
+    assert learn(Git(fork), "main", limit=8).ways == []
+
+
+def test_a_way_seen_in_fewer_than_three_merges_earns_nothing() -> None:
+    way = Way("file", "a.txt", "ours", right=50, n=50, merges={"m1", "m2"})
+    assert way.lower > 0.9 and way.tier is Tier.DECIDE
+    way.merges.add("m3")
+    assert way.tier is Tier.CONFIRM
+
+
+def test_the_file_round_trips_and_only_counts_are_trusted(fork: Path) -> None:
+    learned = learn(Git(fork), "main")
+    text = dumps(learned)
+    again = loads(text)
+    assert [(w.kind, w.key, w.action, w.right, w.n, w.tier) for w in again.ways] == \
+        [(w.kind, w.key, w.action, w.right, w.n, w.tier) for w in learned.ways]
+    data = json.loads(text)
+    data["ways"][0]["tier"] = "Settled"  # an edited tier promises nothing: counts decide
+    data["ways"].append({"kind": "file", "key": "x.py", "action": "theirs", "right": 3,
+                         "n": 3, "merges": 3, "tier": "Settled"})
+    edited = loads(json.dumps(data))
+    assert [w.tier for w in edited.ways] == [Tier.CONFIRM, Tier.CONFIRM, Tier.DECIDE]
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("{", "JSON"),
+    ("[]", "a JSON object"),
+    ('{"version": 9, "ways": []}', "version"),
+    ('{"version": 1, "ways": [{"kind": "glob", "key": "a", "action": "ours"}]}',
+     "ways[0].kind"),
+    ('{"version": 1, "ways": [{"kind": "file", "key": "a", "action": "suggested"}]}',
+     "ways[0].action"),
+    ('{"version": 1, "replayed": {"merges": 1, "hunks": 1}, "ways": [{"kind": "file", '
+     '"key": "a", "action": "ours", "right": 5, "n": 4, "merges": 3}]}', "ways[0].right"),
+    ('{"version": 1, "replayed": {"merges": -1, "hunks": 1}, "ways": []}', "replayed.merges"),
+])
+def test_a_broken_file_names_the_field(text: str, says: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        loads(text)
+    assert LEARNED_PATH in str(err.value) and says in str(err.value)
+
+
+def _learned(kind: str, key: str, action: str, right: int = 40, n: int = 40) -> Learned:
+    return Learned([Way(kind, key, action, right, n, {f"m{i}" for i in range(5)})])
+
+
+def test_apply_turns_a_covered_decide_into_a_confirm() -> None:
+    prop = propose("a = 2\n", "a = 1\n", "a = 3\n", path="conf/a.py")
+    assert prop.tier is Tier.DECIDE and prop.suggestion is None
+    out = _learned("dir", "conf", "ours").apply(prop, "a = 2\n", "a = 3\n", "conf/a.py")
+    assert out.tier is Tier.CONFIRM and out.suggestion == "a = 2\n"
+    assert "40 of 40" in out.reason and "under `conf/`" in out.reason
+    assert out.choices == ("suggested", "theirs")
+    # Elsewhere, nothing changes.
+    assert _learned("dir", "conf", "ours").apply(prop, "a = 2\n", "a = 3\n", "b.py") is prop
+
+
+def test_apply_says_when_the_learned_side_drops_the_forks_edit() -> None:
+    prop = propose("a = 2\n", "a = 1\n", "a = 3\n", path="a.py")
+    out = _learned("file", "a.py", "theirs").apply(prop, "a = 2\n", "a = 3\n", "a.py")
+    assert out.tier is Tier.CONFIRM and out.suggestion == "a = 3\n"
+    assert "drops the fork's edit" in out.reason
+
+
+def test_a_settled_way_and_add_add() -> None:
+    prop = propose("a = 2\n", "a = 1\n", "a = 3\n", path="a.py")
+    settled = _learned("file", "a.py", "ours", right=400, n=400)
+    assert settled.apply(prop, "a = 2\n", "a = 3\n", "a.py").tier is Tier.SETTLED
+    # Two new files are never glued together, nor one picked by habit.
+    both = propose_hunk(Hunk("x\n", "", "y\n", added_both=True, path="a.py"))
+    assert both.rule == "add/add"
+    assert settled.apply(both, "x\n", "y\n", "a.py") is both
+    assert settled.choose("add/add", "a.py", False) is None
+
+
+def _conflicted(tmp: Path) -> Scenario:
+    s = Scenario(tmp / "repos")
+    s.upstream_pr(4, "Add a build note", "alice", files={"notes/build.txt": "build 1\n"})
+    s.sync_fork()
+    s.fork_commit("Pin our build", {"notes/build.txt": "build 1 (our image)\n"})
+    s.upstream_pr(5, "Bump the build", "alice", files={"notes/build.txt": "build 2\n"})
+    return s
+
+
+def _item(s: Scenario, tmp: Path) -> ReviewItem:
+    p = plan(str(s.fork_dir), str(s.upstream_dir), workdir=tmp / "wd")
+    items = [i for f in p.files if f.path == "notes/build.txt" for i in f.review_items]
+    assert len(items) == 1
+    return items[0]
+
+
+def test_a_plan_reads_the_learned_file_on_fork_main(tmp_path: Path) -> None:
+    s = _conflicted(tmp_path)
+    before = _item(s, tmp_path)
+    assert before.tier is Tier.DECIDE
+    s.fork_commit("Learned tiers", {LEARNED_PATH: dumps(_learned(
+        "file", "notes/build.txt", "ours", right=20, n=20))})
+    after = _item(s, tmp_path)
+    assert after.tier is Tier.CONFIRM
+    assert after.suggestion == "build 1 (our image)\n"
+    assert "20 of 20" in after.reason
+
+
+def test_a_broken_learned_file_stops_the_plan_with_its_name(tmp_path: Path) -> None:
+    s = _conflicted(tmp_path)
+    s.fork_commit("Hand-edited", {LEARNED_PATH: '{"version": 1, "ways": "all"}'})
+    with pytest.raises(ConfigError, match=r"forksync-learned\.json: ways: a list"):
+        plan(str(s.fork_dir), str(s.upstream_dir), workdir=tmp_path / "wd")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_learn_writes_the_file(fork: Path, tmp_path: Path) -> None:
+    out = tmp_path / "learned.json"
+    proc = _cli("learn", "--fork", str(fork), "--rev", "main", "--out", str(out), "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert f"replayed {ROUNDS} merges, {2 * ROUNDS} conflict hunks; 2 ways earned" in proc.stderr
+    assert "Confirm  file README.md: ours, right 17 of 17" in proc.stderr
+    assert {(w.kind, w.key) for w in loads(out.read_text()).ways} == \
+        {("file", "README.md"), ("rule", "merge word by word, data file")}
+
+
+@pytest.mark.parametrize(("args", "code", "says"), [
+    (("--rev", "nope"), 3, "the fork has no revision nope"),
+    (("--limit", "0"), 64, "--limit: 0 is not 1 or more"),
+])
+def test_cli_learn_bad_input(fork: Path, args: tuple[str, ...], code: int, says: str) -> None:
+    proc = _cli("learn", "--fork", str(fork), *args)
+    assert proc.returncode == code and says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_learn_on_a_url_or_a_missing_path(tmp_path: Path) -> None:
+    url = _cli("learn", "--fork", "https://example.test/fork.git")
+    assert url.returncode == 1 and "is a URL" in url.stderr
+    gone = _cli("learn", "--fork", str(tmp_path / "absent"))
+    assert gone.returncode == 3 and "does not exist" in gone.stderr
