@@ -15,13 +15,23 @@ from pathlib import Path
 
 import pytest
 
-from bot.engine.git import Git
-from bot.engine.learn import LEARNED_PATH, Learned, Way, dumps, learn, loads
+from bot.engine.git import CatFile, Git
+from bot.engine.learn import (
+    LEARNED_PATH,
+    Learned,
+    Way,
+    dumps,
+    learn,
+    loads,
+    sync_commits,
+    sync_outcomes,
+)
 from bot.engine.model import ReviewItem, Tier
-from bot.engine.pipeline import plan
+from bot.engine.pipeline import plan, sync
+from bot.engine.rerere import take_side
 from bot.engine.suggest import Hunk, propose, propose_hunk
 from bot.errors import ConfigError
-from tests.factory import Scenario, commit_tree, git, init_repo, write_tree
+from tests.factory import Scenario, commit_tree, git, git_text, init_repo, write_tree
 
 ROUNDS = 17  # 17 of 17 right: a Wilson lower bound of 0.816, just past Confirm's 0.80
 
@@ -217,3 +227,53 @@ def test_cli_learn_on_a_url_or_a_missing_path(tmp_path: Path) -> None:
     assert url.returncode == 1 and "is a URL" in url.stderr
     gone = _cli("learn", "--fork", str(tmp_path / "absent"))
     assert gone.returncode == 3 and "does not exist" in gone.stderr
+
+
+RUN = "step one\nstep two\n{}\nstep four\nstep five\n"
+
+
+def _resolve_and_merge(s: Scenario, branch: str, commit1: str, side: str) -> str:
+    """People resolve every region of commit 1 to ``side``, then merge the PR into main
+    with a merge commit."""
+    repo = s.fork_git
+    paths = git_text(repo, "diff-tree", "-r", "--name-only", f"{commit1}^", commit1).split()
+    env = {"GIT_INDEX_FILE": str(s.root / f"index-{branch.replace('/', '-')}")}
+    git(repo, "read-tree", commit1, env=env)
+    for path in paths:
+        text = git(repo, "cat-file", "blob", f"{commit1}:{path}").decode()
+        resolved, count = take_side(text, side)
+        if count:
+            oid = git_text(repo, "hash-object", "-w", "--stdin", input=resolved.encode())
+            git(repo, "update-index", "--cacheinfo", f"100644,{oid},{path}", env=env)
+    tree = git_text(repo, "write-tree", env=env)
+    fixed = commit_tree(repo, tree, [commit1], f"Resolve the sync ({side})")
+    main = git_text(repo, "rev-parse", "refs/heads/main")
+    merged = commit_tree(repo, tree, [main, fixed], f"Merge {branch}")
+    git(repo, "update-ref", "refs/heads/main", merged)
+    git(repo, "update-ref", f"refs/heads/{branch}", fixed)
+    return fixed
+
+
+def test_learn_reads_forksyncs_own_sync_commits(tmp_path: Path) -> None:
+    s = Scenario(tmp_path / "repos")
+    s.upstream_pr(4, "Add notes", "alice", files={
+        "notes/build.txt": "build 1\n", "notes/run.txt": RUN.format("step three")})
+    s.sync_fork()
+    s.fork_commit("Our notes", {"notes/build.txt": "build 1 (ours)\n",
+                                "notes/run.txt": RUN.format("step three, our way")})
+    s.upstream_pr(5, "Upstream notes", "bob", files={
+        "notes/build.txt": "build 2\n", "notes/run.txt": RUN.format("step three, faster")})
+    result = sync(str(s.fork_dir), str(s.upstream_dir), branch="forksync/sync-a",
+                  workdir=tmp_path / "wd")
+    assert sum(len(f.review_items) for f in result.plan.files
+               if f.path.startswith("notes/")) == 2
+    _resolve_and_merge(s, "forksync/sync-a", result.commit, "ours")
+    fork = Git(s.fork_git)
+    assert result.commit in sync_commits(fork, "main", 50)
+    with CatFile(fork) as cat:
+        found = sync_outcomes(fork, cat, result.commit, "main")
+    assert sorted((o.path, o.ours_right, o.theirs_right) for o in found) == [
+        ("notes/build.txt", True, False), ("notes/run.txt", True, False)]
+    # The earlier syncs (trailers, no markers) teach nothing; commit 1 is one source.
+    learned = learn(fork, "main")
+    assert (learned.merges, learned.hunks) == (1, 2)

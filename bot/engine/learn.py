@@ -27,10 +27,19 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from bot.engine.git import CatFile, Git
+from bot.engine.markers import find_marker_regions_in_lines, marker_kind, split_lines
 from bot.engine.model import Tier
-from bot.engine.replay import conflicting_merges, merge_tree, replay_file, same_text, text_of
+from bot.engine.replay import (
+    FileReplay,
+    conflicting_merges,
+    merge_tree,
+    replay_file,
+    same_text,
+    text_of,
+)
 from bot.engine.suggest import THEIRS_HOLDS_FORK, Proposal
 from bot.engine.tiers import THRESHOLDS, wilson_lower
+from bot.engine.window import TRAILER_SYNC
 from bot.errors import ConfigError, GitError
 
 LEARNED_PATH = ".github/forksync-learned.json"
@@ -114,7 +123,7 @@ class Learned:
     """The ways this fork has earned a tier with (the others are not kept)."""
 
     ways: list[Way] = field(default_factory=list)
-    merges: int = 0  # how many past merges were replayed
+    merges: int = 0  # how many past merges and sync commits had a conflict to learn from
     hunks: int = 0
     made: str = ""  # when, ISO 8601
 
@@ -176,28 +185,88 @@ def merge_outcomes(git: Git, cat: CatFile, sha: str) -> list[Outcome]:
             continue
         if merged is None or resolved is None:
             continue
-        for r in replay_file(path, merged, resolved, added_both=1 not in st).regions:
-            cand = r.proposal.candidate
-            out.append(Outcome(sha, path, r.proposal.rule,
-                               None if cand is None else same_text(cand, r.committed),
-                               same_text(r.region.ours, r.committed),
-                               same_text(r.region.theirs, r.committed)))
+        out += _outcomes(sha, path, replay_file(path, merged, resolved, added_both=1 not in st))
     return out
+
+
+def sync_outcomes(git: Git, cat: CatFile, commit: str, rev: str) -> list[Outcome]:
+    """Every conflict region of one sync commit (commit 1: the merge with its markers kept
+    and the ``Upstream-Sync`` trailer) against the text people left at the same place:
+    the file at the first later commit on the way to ``rev`` that has no marker left in it."""
+    parents = git.text("rev-list", "--parents", "-n", "1", commit).split()[1:]
+    if not parents:
+        return []
+    changed = git.run("diff-tree", "-r", "--name-only", "-z", "--no-renames", parents[0],
+                      commit).decode("utf-8", "surrogateescape").split("\0")
+    out: list[Outcome] = []
+    for path in filter(None, changed):
+        marked = _text_at(cat, commit, path)
+        if marked is None or not find_marker_regions_in_lines(split_lines(marked)):
+            continue
+        later = git.text("log", "--format=%H", "--reverse", "--ancestry-path",
+                         f"{commit}..{rev}", "--", path).split()
+        resolved = None
+        for sha in later:
+            text = _text_at(cat, sha, path)
+            if text is None:
+                break  # deleted, or no longer text: nothing to compare with
+            if not any(marker_kind(ln) is not None for ln in split_lines(text)):
+                resolved = text
+                break
+        if resolved is None:
+            continue
+        out += _outcomes(commit, path, replay_file(path, marked, resolved, added_both=False))
+    return out
+
+
+def _text_at(cat: CatFile, rev: str, path: str) -> str | None:
+    try:
+        return text_of(cat.read(f"{rev}:{path}")[1])
+    except GitError:
+        return None
+
+
+def _outcomes(source: str, path: str, replayed: FileReplay) -> list[Outcome]:
+    out = []
+    for r in replayed.regions:
+        cand = r.proposal.candidate
+        out.append(Outcome(source, path, r.proposal.rule,
+                           None if cand is None else same_text(cand, r.committed),
+                           same_text(r.region.ours, r.committed),
+                           same_text(r.region.theirs, r.committed)))
+    return out
+
+
+def sync_commits(git: Git, rev: str, limit: int) -> list[str]:
+    """The newest commits under ``rev`` that carry an ``Upstream-Sync:`` trailer."""
+    return git.text("log", "--format=%H", f"--max-count={limit}", "-E",
+                    f"--grep=^{TRAILER_SYNC}:", rev).split()
 
 
 def learn(git: Git, rev: str = "HEAD", *, limit: int = 200,
           progress: Any = None) -> Learned:
-    """Replay up to ``limit`` of the newest conflicting merges under ``rev``."""
+    """Replay up to ``limit`` of the newest conflicting merges under ``rev``, and up to
+    ``limit`` of its sync commits (forksync's commit 1, markers kept)."""
     if git.rev_parse(rev) is None:
         raise GitError(f"the fork has no revision {rev}")
+    say = progress or (lambda _msg: None)
     outcomes: list[Outcome] = []
-    shas = list(conflicting_merges(git, rev, limit))
+    say("finding conflicting merges and sync commits")
+    merges = list(conflicting_merges(git, rev, limit))
+    syncs = sync_commits(git, rev, limit)
+    sources = 0
     with CatFile(git) as cat:
-        for i, sha in enumerate(shas, 1):
-            outcomes += merge_outcomes(git, cat, sha)
-            if progress is not None:
-                progress(f"replayed {i}/{len(shas)} merges ({len(outcomes)} hunks)")
-    return earn(outcomes, merges=len(shas))
+        for i, sha in enumerate(merges, 1):
+            found = merge_outcomes(git, cat, sha)
+            sources += bool(found)
+            outcomes += found
+            say(f"replayed {i}/{len(merges)} merges ({len(outcomes)} hunks)")
+        for i, sha in enumerate(syncs, 1):
+            found = sync_outcomes(git, cat, sha, rev)
+            sources += bool(found)
+            outcomes += found
+            say(f"read {i}/{len(syncs)} sync commits ({len(outcomes)} hunks)")
+    return earn(outcomes, merges=sources)
 
 
 # ------------------------------------------------------------------------ the file
