@@ -316,8 +316,7 @@ def _learn(args: argparse.Namespace) -> int:
           f"{len(learned.ways)} way{'' if len(learned.ways) == 1 else 's'} earned a tier",
           file=sys.stderr)
     for w in learned.ways:
-        print(f"  {w.tier.value:8} {w.kind} {w.key}: {w.action}, right {w.right} of {w.n} "
-              f"in {len(w.merges)} merges", file=sys.stderr)
+        print(f"  {w.tier.value:8} {w.short()}", file=sys.stderr)
     return 0
 
 

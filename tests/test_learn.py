@@ -28,6 +28,7 @@ from bot.engine.learn import (
 )
 from bot.engine.model import ReviewItem, Tier
 from bot.engine.pipeline import plan, sync
+from bot.engine.report import render_markdown
 from bot.engine.rerere import take_side
 from bot.engine.suggest import Hunk, propose, propose_hunk
 from bot.errors import ConfigError
@@ -277,3 +278,16 @@ def test_learn_reads_forksyncs_own_sync_commits(tmp_path: Path) -> None:
     # The earlier syncs (trailers, no markers) teach nothing; commit 1 is one source.
     learned = learn(fork, "main")
     assert (learned.merges, learned.hunks) == (1, 2)
+
+
+def test_the_body_says_which_proposals_were_learned(tmp_path: Path) -> None:
+    s = _conflicted(tmp_path)
+    s.fork_commit("Learned tiers", {LEARNED_PATH: dumps(_learned(
+        "file", "notes/build.txt", "ours", right=20, n=20))})
+    p = plan(str(s.fork_dir), str(s.upstream_dir), workdir=tmp_path / "wd")
+    data = p.to_json()
+    item = next(i for f in data["files"] for i in f["review_items"]
+                if f["path"] == "notes/build.txt")
+    assert item["learned"] == "file notes/build.txt: ours, right 20 of 20 in 5 merges"
+    assert ("1 proposal follows this fork's own past resolutions "
+            "(`.github/forksync-learned.json`") in render_markdown(data)

@@ -344,7 +344,7 @@ class Classifier:
                 tier=prop.tier, reason=prop.reason, ours=region.ours, base=base,
                 theirs=region.theirs, start_line=region.start_line, end_line=region.end_line,
                 suggestion=prop.suggestion, question=prop.question, choices=list(prop.choices),
-                rule=prop.rule,
+                rule=prop.rule, learned=prop.learned,
             ))
         return items
 

@@ -82,6 +82,11 @@ class Way:
             return Tier.DECIDE
         return next((tier for tier, floor in THRESHOLDS if self.lower >= floor), Tier.DECIDE)
 
+    def short(self) -> str:
+        """The way and its count, in one line (the item's ``learned`` field)."""
+        return (f"{self.kind} {self.key}: {self.action}, right {self.right} of {self.n} in "
+                f"{len(self.merges)} merges")
+
     def says(self) -> str:
         """The habit in words, for an item's reason."""
         where = {"rule": "", "file": f" in `{self.key}`", "dir": f" under `{self.key}/`"}
@@ -150,11 +155,14 @@ class Learned:
         reason = f"{way.says()} {prop.reason[:1].upper()}{prop.reason[1:]}"
         if way.action == "theirs" or (text == theirs and prop.rule not in THEIRS_HOLDS_FORK):
             reason += " Committing it drops the fork's edit here, as people did before."
+        learned = way.short()
         if way.tier is Tier.SETTLED:
-            return Proposal(Tier.SETTLED, reason, text, rule=prop.rule, candidate=text)
+            return Proposal(Tier.SETTLED, reason, text, rule=prop.rule, candidate=text,
+                            learned=learned)
         others = tuple(s for s, t in (("ours", ours), ("theirs", theirs)) if t != text)
         return Proposal(Tier.CONFIRM, reason, text, question="Commit this proposal?",
-                        choices=("suggested", *others), rule=prop.rule, candidate=text)
+                        choices=("suggested", *others), rule=prop.rule, candidate=text,
+                        learned=learned)
 
 
 def earn(outcomes: list[Outcome], *, merges: int, now: datetime | None = None) -> Learned:

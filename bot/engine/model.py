@@ -97,6 +97,8 @@ class ReviewItem:
     # so "/sync resolve <path> ours|theirs" can put that side back without re-merging.
     sides: dict[str, dict[str, str] | None] | None = None
     rule: str = ""  # conflict items: the suggestion rule that decided ("merge word by word", ...)
+    # The habit of this fork's past merges that raised the tier (``bot.engine.learn``), if any.
+    learned: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +119,7 @@ class ReviewItem:
             "prs": list(self.prs),
             **({"sides": self.sides} if self.sides is not None else {}),
             **({"rule": self.rule} if self.rule else {}),
+            **({"learned": self.learned} if self.learned else {}),
         }
 
 

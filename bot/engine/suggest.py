@@ -83,6 +83,7 @@ class Proposal:
     rule: str = ""  # a stable name for the rule that decided, for tests and the benchmark
     side: str | None = None  # a whole-file proposal: the side it keeps ("ours", "theirs")
     candidate: str | None = None  # the rule's text, offered or not: what the replay measures
+    learned: str = ""  # the fork's own habit that earned the tier (bot.engine.learn), if any
 
 
 @dataclass(frozen=True)
