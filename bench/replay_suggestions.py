@@ -53,9 +53,10 @@ from bot.engine.suggest import propose_whole_file  # noqa: E402
 from bot.errors import GitError  # noqa: E402
 
 MERGES = ROOT / "bench" / "replay_merges.txt"
-# The sets the tiers are derived from. `valid` is replayed only when named: once, after
-# the tiers are frozen (see the list's header).
-TRAINING = ("dev", "heldout", "fresh")
+# The sets the tiers are derived from (`valid` joined them in round 4, once it was spent).
+# `valid2` is replayed only when named: once, after the tiers are frozen (see the list's
+# header).
+TRAINING = ("dev", "heldout", "fresh", "valid")
 TIERS = ("Settled", "Confirm", "Decide")
 TARGETS = {"Settled": 0.97, "Confirm": 0.80}
 TARGET_COVERAGE = 0.40

@@ -66,7 +66,11 @@ class Divergence:
 
 def find_pr(upstream: Path, number: int) -> str:
     """The first-parent commit of upstream main that merged PR ``number``."""
-    log = git_text(upstream, "log", "--first-parent", "--format=%H %s", "HEAD")
+    try:
+        log = git_text(upstream, "log", "--first-parent", "--format=%H %s", "HEAD")
+    except RuntimeError as exc:
+        raise SystemExit(f"slime_window: --upstream {upstream} is not a readable git "
+                         f"repository (a clone of THUDM/slime): {exc}") from None
     for line in log.splitlines():
         sha, _, subject = line.partition(" ")
         if re.search(rf"\(#{number}\)$", subject) or subject.startswith(

@@ -1,6 +1,7 @@
 """Webhook handlers: a push to a sync PR, or a re-run of its check, rescans it.
 
-And when a sync PR closes while upstream has moved on, the next sync is queued.
+When a sync PR is merged, what people committed at its conflicts is remembered, and if
+upstream has moved on, the next sync is queued.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from gidgethub import routing, sansio
 from bot.app.context import JobContext
 from bot.github.checks import CHECK_NAME
 from bot.sync.jobs import enqueue_rescan, enqueue_sync
+from bot.sync.learning import learn_quietly
 from bot.sync.state import is_sync_branch, load_fork_state
 
 router = routing.Router()
@@ -54,10 +56,16 @@ async def check_rerequested(event: sansio.Event, ctx: JobContext) -> None:
 
 @router.register("pull_request", action="closed")
 async def sync_pr_closed(event: sansio.Event, ctx: JobContext) -> None:
-    """The next window starts when this one is merged; upstream may be waiting already."""
+    """The next window starts when this one is merged; upstream may be waiting already.
+
+    First, what people committed at its conflicts is remembered (``bot.sync.learning``).
+    """
     if not _own_sync_pr(event.data) or not event.data["pull_request"].get("merged"):
         return
     fork = event.data["repository"]["full_name"]
+    pull = event.data["pull_request"]
+    await learn_quietly(ctx, fork, ctx.installation_id, int(pull["number"]),
+                        pull["head"]["sha"])
     state = await asyncio.to_thread(load_fork_state, ctx.store, fork)
     sync = state.get("sync") or {}
     if sync.get("pr") == event.data["pull_request"]["number"] and sync.get("behind"):

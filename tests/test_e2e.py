@@ -30,8 +30,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bot.app.store import open_store
 from bot.engine.markers import find_marker_regions, split_lines
 from bot.engine.report import BEGIN, END
+from bot.sync.state import load_fork_state, save_fork_state
 from tests.factory import PLAIN_CONFIG, Scenario
 from tests.sim import Simulator, github_sim, signature  # noqa: F401 - github_sim is a fixture
 
@@ -243,6 +245,28 @@ class World:
     def check(self, sha: str) -> Any:
         (run,) = self.sim.check_runs(FORK, sha, "forksync")
         return run
+
+    def _store(self) -> Any:
+        return open_store(self.bot.env.get("FORKSYNC_DATABASE_URL")
+                          or self.bot.data_dir / "forksync.sqlite3")
+
+    def state(self) -> dict[str, Any]:
+        """The fork's state as the bot saved it (read from its store)."""
+        store = self._store()
+        try:
+            return load_fork_state(store, FORK)
+        finally:
+            store.close()
+
+    def update_state(self, key: str, value: Any) -> None:
+        """Set one key of the fork's state, as if the bot had saved it (the bot is idle)."""
+        store = self._store()
+        try:
+            state = load_fork_state(store, FORK)
+            state[key] = value
+            save_fork_state(store, FORK, state)
+        finally:
+            store.close()
 
     def snapshot(self) -> dict[str, int]:
         """How many of each thing the bot ever made: "nothing twice" compares these."""
@@ -637,6 +661,7 @@ async def test_the_next_window_starts_where_the_merged_sync_ended(world: World,
     first_tip = await world.merge_upstream()
     await world.idle()
     pr = world.sync_pr()
+    commit1 = pr.head_sha
     head = await sim.commit(FORK, pr.head_ref, {
         A: resolve_by_hand(world.file_at(pr.head_sha, A)),
         B: resolve_by_hand(world.file_at(pr.head_sha, B))}, "Resolve", user="vera")
@@ -645,6 +670,13 @@ async def test_the_next_window_starts_where_the_merged_sync_ended(world: World,
     await sim.mark_ready(FORK, pr.number, user="vera")
     await sim.merge_pr(FORK, pr.number, method=method, user="vera")
     await world.idle()
+    # What people committed at the three conflicts is remembered for later syncs: their
+    # own lines, neither side (so no habit yet).
+    learned = world.state()["learned"]["sources"]
+    assert list(learned) == [commit1]
+    assert sorted((path, ours, theirs) for path, _rule, _cand, ours, theirs
+                  in learned[commit1]) == [(A, False, False), (B, False, False),
+                                               (B, False, False)]
 
     await sim.commit(UPSTREAM, "more", {"slime/later.py": "later = 1\n"}, "Add later",
                      user="bob")
@@ -656,6 +688,30 @@ async def test_the_next_window_starts_where_the_merged_sync_ended(world: World,
     assert f"after cutoff `{first_tip[:10]}`" in second.body
     assert "No conflicts" in second.body
     assert world.check(second.head_sha).conclusion == "success"
+    world.assert_clean()
+
+
+async def test_a_habit_of_earlier_merged_syncs_is_a_confirm(world: World) -> None:
+    # Three earlier sync PRs, merged: at 18 conflicts in table_a.py people kept the fork's
+    # lines every time (a Wilson lower bound of 0.82: a Confirm, in this fork only); in
+    # table_b.py they took upstream's at 3 (too few to be a habit, and enough to keep the
+    # folder from being one).
+    world.update_state("learned", {"sources": {
+        f"{n:040x}": [[A, "merge word by word", False, True, False]] * 6
+        + [[B, "conflict", None, False, True]] for n in (1, 2, 3)}})
+    await world.merge_upstream()
+    await world.idle()
+    pr = world.sync_pr()
+    comments = sorted(world.sim.review_comments(FORK, pr.number), key=lambda c: (c.path, c.line))
+    on_a = comments[0]
+    assert on_a.path == A and "· Confirm**" in on_a.body
+    region = find_marker_regions(world.file_at(pr.head_sha, A))[0]
+    assert suggestion_of(on_a.body) == region.ours
+    assert "people committed the fork's side (ours) at 18 of 18 conflict hunks in " \
+        f"`{A}` (3 merges; the fork's merged sync PRs, as forksync saw them)" in on_a.body
+    assert "1 proposal follows this fork's own past resolutions" in pr.body
+    # The other file has no habit: its hunks stay Decide.
+    assert all("· Decide**" in c.body for c in comments[1:])
     world.assert_clean()
 
 

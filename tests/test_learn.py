@@ -18,11 +18,15 @@ import pytest
 from bot.engine.git import CatFile, Git
 from bot.engine.learn import (
     LEARNED_PATH,
+    MAX_SOURCES,
     Learned,
+    Outcome,
     Way,
     dumps,
+    from_state,
     learn,
     loads,
+    remember,
     sync_commits,
     sync_outcomes,
 )
@@ -289,5 +293,23 @@ def test_the_body_says_which_proposals_were_learned(tmp_path: Path) -> None:
     item = next(i for f in data["files"] for i in f["review_items"]
                 if f["path"] == "notes/build.txt")
     assert item["learned"] == "file notes/build.txt: ours, right 20 of 20 in 5 merges"
-    assert ("1 proposal follows this fork's own past resolutions "
-            "(`.github/forksync-learned.json`") in render_markdown(data)
+    assert "1 proposal follows this fork's own past resolutions" in render_markdown(data)
+    assert "(5 merges; `.github/forksync-learned.json`)" in item["reason"]
+
+
+def test_the_app_remembers_each_merged_sync_once_and_the_newest_hundred() -> None:
+    state: dict[str, object] = {}
+    one = [Outcome("c1", "a.py", "conflict", None, True, False)]
+    assert from_state(state) is None
+    assert remember(state, "c1", one) is True
+    assert remember(state, "c1", one * 5) is False  # a redelivered event counts once
+    for n in range(2, MAX_SOURCES + 6):
+        remember(state, f"c{n}", one)
+    sources = state["sources"]
+    assert isinstance(sources, dict) and len(sources) == MAX_SOURCES
+    assert "c1" not in sources and f"c{MAX_SOURCES + 5}" in sources
+    learned = from_state(state)
+    assert learned is not None and learned.merges == MAX_SOURCES
+    (way,) = [w for w in learned.ways if (w.kind, w.key) == ("file", "a.py")]
+    assert (way.action, way.right, way.n, way.tier) == ("ours", 100, 100, Tier.CONFIRM)
+    assert "merged sync PRs" in learned.source

@@ -27,7 +27,12 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from bot.engine.git import CatFile, Git
-from bot.engine.markers import find_marker_regions_in_lines, marker_kind, split_lines
+from bot.engine.markers import (
+    MARKER_SIZE,
+    find_marker_regions_in_lines,
+    marker_kind,
+    split_lines,
+)
 from bot.engine.model import Tier
 from bot.engine.replay import (
     FileReplay,
@@ -87,14 +92,14 @@ class Way:
         return (f"{self.kind} {self.key}: {self.action}, right {self.right} of {self.n} in "
                 f"{len(self.merges)} merges")
 
-    def says(self) -> str:
+    def says(self, source: str = f"`{LEARNED_PATH}`") -> str:
         """The habit in words, for an item's reason."""
         where = {"rule": "", "file": f" in `{self.key}`", "dir": f" under `{self.key}/`"}
         what = {"suggested": f"the proposal of this rule ({self.key})",
                 "ours": "the fork's side (ours)", "theirs": "upstream's side (theirs)"}
         return (f"In this fork's past merges, people committed {what[self.action]} at "
                 f"{self.right} of {self.n} conflict hunks{where[self.kind]} "
-                f"({len(self.merges)} merges; `{LEARNED_PATH}`).")
+                f"({len(self.merges)} merges; {source}).")
 
 
 def _dirs(path: str) -> Iterator[str]:
@@ -131,6 +136,7 @@ class Learned:
     merges: int = 0  # how many past merges and sync commits had a conflict to learn from
     hunks: int = 0
     made: str = ""  # when, ISO 8601
+    source: str = f"`{LEARNED_PATH}`"  # where the counts come from, as an item's reason says
 
     def choose(self, rule: str, path: str, has_candidate: bool) -> Way | None:
         """The surest earned way that covers a Decide hunk of ``rule`` in ``path`` (never
@@ -141,7 +147,9 @@ class Learned:
         if has_candidate:
             keys.add(("rule", rule))
         fits = [w for w in self.ways if (w.kind, w.key) in keys and w.tier is not Tier.DECIDE]
-        return max(fits, key=lambda w: w.lower, default=None)
+        # The surest; between equally sure ways, the narrowest (a file before its folders).
+        return max(fits, key=lambda w: (w.lower, w.kind == "file", w.key.count("/")),
+                   default=None)
 
     def apply(self, prop: Proposal, ours: str, theirs: str, path: str) -> Proposal:
         """``prop`` at the tier this fork has earned for it, if that is above Decide."""
@@ -152,7 +160,7 @@ class Learned:
             return prop
         text = {"suggested": prop.candidate, "ours": ours, "theirs": theirs}[way.action]
         assert text is not None
-        reason = f"{way.says()} {prop.reason[:1].upper()}{prop.reason[1:]}"
+        reason = f"{way.says(self.source)} {prop.reason[:1].upper()}{prop.reason[1:]}"
         if way.action == "theirs" or (text == theirs and prop.rule not in THEIRS_HOLDS_FORK):
             reason += " Committing it drops the fork's edit here, as people did before."
         learned = way.short()
@@ -243,6 +251,54 @@ def _outcomes(source: str, path: str, replayed: FileReplay) -> list[Outcome]:
                            same_text(r.region.ours, r.committed),
                            same_text(r.region.theirs, r.committed)))
     return out
+
+
+def sync_pr_outcomes(git: Git, files: list[dict[str, Any]], commit: str,
+                     head: str) -> list[Outcome]:
+    """The conflict regions of one sync PR's commit 1 against the PR's head as merged:
+    ``files`` are the plan's (its JSON), whose conflicted ones are read at both commits."""
+    out: list[Outcome] = []
+    with CatFile(git) as cat:
+        for f in files:
+            if f.get("status") != "conflict":
+                continue
+            marked, resolved = _text_at(cat, commit, f["path"]), _text_at(cat, head, f["path"])
+            if marked is None or resolved is None:
+                continue
+            added_both = any(i.get("rule") == "add/add" for i in f.get("review_items", []))
+            out += _outcomes(commit, f["path"], replay_file(
+                f["path"], marked, resolved, added_both=added_both,
+                size=int(f.get("marker_size") or MARKER_SIZE)))
+    return out
+
+
+# What the App keeps per fork (its state's "learned"): the outcomes of the newest merged
+# sync PRs, by commit 1; the tiers are earned from them afresh at each sync.
+MAX_SOURCES = 100
+
+
+def remember(state: dict[str, Any], source: str, outcomes: list[Outcome]) -> bool:
+    """Add one merged sync PR's outcomes to ``state`` (False: it was there already)."""
+    sources: dict[str, list[list[Any]]] = state.setdefault("sources", {})
+    if source in sources:
+        return False
+    sources[source] = [[o.path, o.rule, o.candidate_right, o.ours_right, o.theirs_right]
+                       for o in outcomes]
+    for old in list(sources)[:-MAX_SOURCES]:
+        del sources[old]
+    return True
+
+
+def from_state(state: dict[str, Any] | None) -> Learned | None:
+    """The tiers the remembered outcomes earn (None if nothing is remembered)."""
+    sources = (state or {}).get("sources") or {}
+    outcomes = [Outcome(sha, path, rule, cand, ours, theirs)
+                for sha, rows in sources.items() for path, rule, cand, ours, theirs in rows]
+    if not outcomes:
+        return None
+    learned = earn(outcomes, merges=sum(1 for rows in sources.values() if rows))
+    learned.source = "the fork's merged sync PRs, as forksync saw them"
+    return learned
 
 
 def sync_commits(git: Git, rev: str, limit: int) -> list[str]:

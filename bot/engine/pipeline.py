@@ -19,6 +19,7 @@ from bot.engine.classify import Classifier
 from bot.engine.config import CONFIG_PATH, Config, load_config, load_config_file
 from bot.engine.configwarn import rule_warnings
 from bot.engine.git import CatFile, Git, TreeWriter, reading
+from bot.engine.learn import Learned
 from bot.engine.learn import load_from as load_learned
 from bot.engine.merge import FORK, UPSTREAM, Entry, TreeIndex, commit_tree_oid, edit_tree, merge
 from bot.engine.model import Plan, conflicts_label
@@ -157,16 +158,19 @@ def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str |
          config: Config | None = None, config_path: str | None = None,
          fork_branch: str = "main", workdir: str | Path | None = None,
          progress: Progress | None = None, git_timeout: float | None = None,
-         workflows: bool = True) -> Plan:
+         workflows: bool = True, learned: Learned | None = None) -> Plan:
     """Compute the sync of ``upstream`` into ``fork``: a dry run that writes nothing to either.
 
     ``git_timeout`` limits each git process (default ``bot.engine.git.DEFAULT_TIMEOUT``).
     ``workflows=False`` keeps every workflow file as the fork has it and lists upstream's
     changes to them as items to port by hand (for a pusher GitHub would refuse them from).
+    ``learned`` is the tiers the fork earned where it has no ``.github/forksync-learned.json``
+    (the App's own record of its merged sync PRs); the committed file wins.
     """
     return _plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
                  config_path=config_path, fork_branch=fork_branch, workdir=workdir,
-                 progress=progress, git_timeout=git_timeout, workflows=workflows)[0]
+                 progress=progress, git_timeout=git_timeout, workflows=workflows,
+                 learned=learned)[0]
 
 
 @dataclass(frozen=True)
@@ -253,7 +257,8 @@ def needs(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str 
 def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
           config: Config | None, config_path: str | None, fork_branch: str,
           workdir: str | Path | None, progress: Progress | None,
-          git_timeout: float | None, workflows: bool = True) -> tuple[Plan, Git]:
+          git_timeout: float | None, workflows: bool = True,
+          learned: Learned | None = None) -> tuple[Plan, Git]:
     """The plan, and the fork repository it read (``sync`` writes its branch there)."""
     say = progress or (lambda _msg: None)
     o = _open(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
@@ -274,7 +279,8 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         say("classifying conflicts")
         classified = Classifier(work, cat, outcome, cfg, translator, window, cutoff,
                                 tip, workflows=workflows,
-                                learned=load_learned(fork_git, ours)).classify(writer)
+                                learned=load_learned(fork_git, ours) or learned
+                                ).classify(writer)
     p = Plan(
         upstream_repo=cfg.upstream_repo, upstream_branch=cfg.upstream_branch, cutoff=cutoff,
         tip=tip, ours=ours, window=window, files=classified.files,
@@ -316,17 +322,18 @@ def sync(fork: str, upstream: str, *, branch: str | None = None, from_rev: str |
          to_rev: str | None = None, config: Config | None = None, config_path: str | None = None,
          fork_branch: str = "main", workdir: str | Path | None = None,
          progress: Progress | None = None, git_timeout: float | None = None,
-         workflows: bool = True) -> SyncResult:
+         workflows: bool = True, learned: Learned | None = None) -> SyncResult:
     """Plan, then write commit 1 onto a new branch of the local fork. Moves no other ref.
 
-    ``workflows`` as for :func:`plan`.
+    ``workflows`` and ``learned`` as for :func:`plan`.
     """
     fork_path = Path(fork)
     if _URL.match(fork) or not fork_path.exists():
         raise GitError(f"`sync` writes a branch into a local fork repository; {fork} is not one")
     p, fork_git = _plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
                         config_path=config_path, fork_branch=fork_branch, workdir=workdir,
-                        progress=progress, git_timeout=git_timeout, workflows=workflows)
+                        progress=progress, git_timeout=git_timeout, workflows=workflows,
+                        learned=learned)
     work = Git(p.work_git_dir, timeout=git_timeout)
     branch = branch or f"forksync/sync-{p.cutoff[:10]}-{p.tip[:10]}"
     tree = p.merged_tree

@@ -15,7 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bot.engine.git import Git
-from bot.engine.markers import MarkerRegion, find_marker_regions_in_lines, split_lines
+from bot.engine.markers import (
+    MARKER_SIZE,
+    MarkerRegion,
+    find_marker_regions_in_lines,
+    split_lines,
+)
 from bot.engine.suggest import Proposal, propose_region
 from bot.errors import GitError
 
@@ -168,12 +173,13 @@ class FileReplay:
     committed_with_markers: int = 0
 
 
-def replay_file(path: str, merged: str, resolved: str, *, added_both: bool) -> FileReplay:
-    """Each marker region of ``merged`` (git's merge, diff3 markers) against the text
-    people committed at the same place in ``resolved``."""
+def replay_file(path: str, merged: str, resolved: str, *, added_both: bool,
+                size: int = MARKER_SIZE) -> FileReplay:
+    """Each marker region of ``merged`` (git's merge, diff3 markers of ``size``) against
+    the text people committed at the same place in ``resolved``."""
     lines = split_lines(merged)
     committed = split_lines(resolved)
-    regions = find_marker_regions_in_lines(lines)
+    regions = find_marker_regions_in_lines(lines, size)
     out = FileReplay([])
     shift = 0  # how far the committed file has moved relative to the merged one so far
     for i, region in enumerate(regions):
@@ -192,7 +198,7 @@ def replay_file(path: str, merged: str, resolved: str, *, added_both: bool) -> F
             continue
         piece = committed[where[0]:where[1]]
         shift = where[1] - region.end_line
-        if find_marker_regions_in_lines(piece) or any(
+        if find_marker_regions_in_lines(piece, size) or any(
                 ln.startswith(("<<<<<<< ", ">>>>>>> ")) for ln in piece):
             out.committed_with_markers += 1
             continue

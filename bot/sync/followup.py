@@ -81,7 +81,7 @@ def residue_remaining(translator: Any, plan_json: dict[str, Any],
 
 
 async def fetch_read_files(git: Git, plan_json: dict[str, Any], sync: dict[str, Any], head: str,
-                           url_and_token: Callable[[], Awaitable[tuple[str, str]]]) -> None:
+                           url_and_token: Access) -> None:
     """The trees and blobs ``read_head`` reads at commit 1 and the head, where missing."""
     revs = [rev for rev in (sync["commit"], head) if git.rev_parse(rev)]
     try:
@@ -127,19 +127,12 @@ def load_translator(git_dir: str, rev: str) -> Any | None:
         return None
 
 
-async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | None,
-                 pr_number: int, head_sha: str) -> ScanResult | None:
-    """Job ``"rescan"``: tick the checklist and put the check on ``head_sha`` (≤ 2 writes)."""
-    fork = fork_full_name
-    store, settings = ctx.store, ctx.settings
-    state = await asyncio.to_thread(load_fork_state, store, fork)
-    sync = state.get("sync") or {}
-    if sync.get("pr") != pr_number or not sync.get("commit"):
-        log.info("%s#%d is not the open sync PR of this fork; nothing to rescan", fork, pr_number)
-        return None
-    gh = await ctx.gh_for(installation_id)
-    fork_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, fork)
-    git = Git(fork_git)
+Access = Callable[[], Awaitable[tuple[str, str]]]
+
+
+def fork_access(ctx: JobContext, gh: Any, fork: str, installation_id: int | None) -> Access:
+    """The fork's clone URL and a token, asked for once and only when a fetch needs them."""
+    settings = ctx.settings
     access: list[tuple[str, str]] = []
 
     async def url_and_token() -> tuple[str, str]:
@@ -153,15 +146,36 @@ async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | No
             access.append((url, token))
         return access[0]
 
+    return url_and_token
+
+
+async def have_head(git: Git, sync: dict[str, Any], head_sha: str, url_and_token: Access) -> bool:
+    """Whether ``head_sha`` is in the cache, fetched from the sync branch if it was not."""
     if git.rev_parse(head_sha) is None:
         url, token = await url_and_token()
-        await asyncio.to_thread(remote.fetch, fork_git, url,
+        await asyncio.to_thread(remote.fetch, git.git_dir, url,
                                 [f"+refs/heads/{sync['branch']}:refs/forksync/head"], token)
-        if git.rev_parse(head_sha) is None:
-            # The branch moved on after this event; the event for the newer head follows.
-            log.info("%s#%d: %s is gone from the branch; skipping", fork, pr_number,
-                     head_sha[:12])
-            return None
+    return git.rev_parse(head_sha) is not None
+
+
+async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | None,
+                 pr_number: int, head_sha: str) -> ScanResult | None:
+    """Job ``"rescan"``: tick the checklist and put the check on ``head_sha`` (≤ 2 writes)."""
+    fork = fork_full_name
+    store, settings = ctx.store, ctx.settings
+    state = await asyncio.to_thread(load_fork_state, store, fork)
+    sync = state.get("sync") or {}
+    if sync.get("pr") != pr_number or not sync.get("commit"):
+        log.info("%s#%d is not the open sync PR of this fork; nothing to rescan", fork, pr_number)
+        return None
+    gh = await ctx.gh_for(installation_id)
+    fork_git = await asyncio.to_thread(remote.ensure_mirror, settings.cache_dir, fork)
+    git = Git(fork_git)
+    url_and_token = fork_access(ctx, gh, fork, installation_id)
+    if not await have_head(git, sync, head_sha, url_and_token):
+        # The branch moved on after this event; the event for the newer head follows.
+        log.info("%s#%d: %s is gone from the branch; skipping", fork, pr_number, head_sha[:12])
+        return None
     try:
         plan_json = load_plan(sync)
     except ForksyncError as exc:  # the data directory lost it: say so on the head

@@ -101,8 +101,9 @@ def _header(plan: Json, behind: int, posted: int | None,
     learned = sum(1 for i in items if i.get("learned"))
     if learned:
         out[-1] += (f" {learned} proposal{'s follow' if learned != 1 else ' follows'} this "
-                    "fork's own past resolutions (`.github/forksync-learned.json`, written by "
-                    "`forksync learn`); each says which habit and how often it held.")
+                    "fork's own past resolutions (its merged sync PRs, or "
+                    "`.github/forksync-learned.json` from `forksync learn`); each says which "
+                    "habit and how often it held.")
     if behind:
         out += ["", f"> [!NOTE]\n> **Behind upstream by {behind} PR{'s' if behind != 1 else ''}"
                 "** merged since this window's tip. Comment `/sync extend` to fold them in; "

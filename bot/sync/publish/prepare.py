@@ -16,6 +16,8 @@ from typing import Any
 from bot.app.settings import Settings
 from bot.engine.config import Config
 from bot.engine.git import Git
+from bot.engine.learn import Learned
+from bot.engine.learn import from_state as learned_from_state
 from bot.engine.merge import FORK, UPSTREAM
 from bot.engine.needs import Needs
 from bot.engine.pipeline import needs as engine_needs
@@ -86,7 +88,8 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
     # (any other failure to fetch is the network's: the job fails and is retried)
     try:
         plan_json, commit, report_path = await _run_engine(
-            run.ctx.settings, repos, config, tip_sha, cutoff, workflows)
+            run.ctx.settings, repos, config, tip_sha, cutoff, workflows,
+            learned_from_state(run.state.get("learned")))
     except ForksyncError as exc:
         return await _cannot_sync(run, _mend(repos, exc), cutoff)
     run.state["sync"] = {
@@ -168,13 +171,13 @@ def _up_to_date(repos: Repos, cutoff: str, tip_sha: str) -> bool:
 
 
 async def _run_engine(settings: Settings, repos: Repos, config: Config, tip_sha: str,
-                      cutoff: str | None, workflows: bool
+                      cutoff: str | None, workflows: bool, learned: Learned | None = None
                       ) -> tuple[dict[str, Any], str, str | None]:
     Git(repos.fork_git).run("update-ref", "-d", f"refs/heads/{_LOCAL_WORK_BRANCH}")
     result = await asyncio.to_thread(
         engine_sync, repos.fork_git, repos.upstream_git, from_rev=cutoff, to_rev=tip_sha,
         config=config, fork_branch=repos.fork_branch, branch=_LOCAL_WORK_BRANCH,
         workdir=str(settings.work_dir), git_timeout=settings.git_timeout_seconds,
-        workflows=workflows)
+        workflows=workflows, learned=learned)
     plan_json: dict[str, Any] = result.plan.to_json()
     return plan_json, result.commit, result.report_path
