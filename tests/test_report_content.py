@@ -161,3 +161,45 @@ def test_upstreams_deletion_of_a_file_the_fork_changed_is_not_recommended_in_one
     (recommended,) = [ln for ln in text.splitlines() if ln.startswith("Recommended:")]
     assert "decide whether the fork still needs its changes" in recommended
     assert "/sync answer" not in recommended
+
+
+def _one_file(n: int) -> dict[str, Any]:
+    items = [_conflict(k, "vime/t.py", f"v{k} = 0\n", f"v{k} = 1\n", f"v{k} = 2\n", [101])
+             for k in range(1, n + 1)]
+    plan = _plan(n_files=0)
+    plan["files"] = [{"path": "vime/t.py", "upstream_path": "slime/t.py", "status": "conflict",
+                      "policy": None, "note": "", "binary": False, "review_items": items}]
+    return plan
+
+
+def test_two_hunks_of_a_file_resolved_alike_suggest_the_same_for_the_rest() -> None:
+    plan = _one_file(5)
+    line = next(ln for ln in render_body(plan, resolved={"Q1", "Q3"}, resolutions={
+        "Q1": "theirs", "Q3": "theirs"}).splitlines() if ln.startswith("- [ ] `vime/t.py`"))
+    assert line.endswith("· the 2 resolved took upstream's side (theirs); the rest alike? "
+                         "`/sync answer Q2,Q4-Q5 theirs`")
+    # A suggestion that was the fork's text counts as ours.
+    plan["files"][0]["review_items"][0]["suggestion"] = "v1 = 2\n"
+    body = render_body(plan, resolved={"Q1", "Q2"}, resolutions={"Q1": "suggested",
+                                                                  "Q2": "ours"})
+    assert "`/sync answer Q3-Q5 ours`" in body
+
+
+def test_no_hint_on_one_resolution_mixed_sides_or_hand_edits() -> None:
+    plan = _one_file(4)
+    for resolved, how in (({"Q1"}, {"Q1": "theirs"}),
+                          ({"Q1", "Q2"}, {"Q1": "theirs", "Q2": "ours"}),
+                          ({"Q1", "Q2"}, {"Q1": "theirs", "Q2": "edited"}),
+                          # an item whose resolution was undone since is not counted
+                          ({"Q1"}, {"Q1": "theirs", "Q2": "theirs"})):
+        assert "the rest alike?" not in render_body(plan, resolved=resolved, resolutions=how)
+    done = render_body(plan, resolved={"Q1", "Q2", "Q3", "Q4"},
+                       resolutions=dict.fromkeys(("Q1", "Q2", "Q3", "Q4"), "theirs"))
+    assert "the rest alike?" not in done and "- [x] `vime/t.py`" in done
+
+
+def test_the_rescans_resolutions_reach_the_body() -> None:
+    from bot.engine.review import pr_section
+
+    sync = {"resolved": ["Q1", "Q2"], "resolutions": {"Q1": "ours", "Q2": "ours"}}
+    assert "`/sync answer Q3 ours`" in pr_section(_one_file(3), sync)

@@ -224,6 +224,7 @@ def pr_section(plan_json: Json, sync: Json) -> str:
     return render_body(
         plan_json, resolved=set(sync.get("resolved", [])),
         answers=dict(sync.get("answers", {})), behind=int(sync.get("behind", 0)),
+        resolutions=dict(sync.get("resolutions", {})),
         unanchored=unanchored_lines([i for i in plan_items(plan_json) if i["id"] in unplaced]),
         report_url=sync.get("report_url"),
         posted=(sync["delivery"]["items"] - len(sync["delivery"]["unplaced"])

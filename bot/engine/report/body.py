@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from bot.engine.report.groups import Group, group_items, id_ranges, recommend
+from bot.engine.report.groups import Group, follow_hint, group_items, id_ranges, recommend
 from bot.engine.report.limits import BODY_LIMIT, balanced_cut
 from bot.engine.report.workflows import WORKFLOW_DIFF_LIMIT, workflow_changes
 
@@ -119,7 +119,8 @@ def _counts(plan: Json) -> list[str]:
     return ["### Files", "", head, sep, row]
 
 
-def _checklist(plan: Json, resolved: set[str], answers: dict[str, str]) -> list[str]:
+def _checklist(plan: Json, resolved: set[str], answers: dict[str, str],
+               resolutions: dict[str, str]) -> list[str]:
     conflicted = [f for f in plan["files"] if f["status"] == "conflict"]
     if not conflicted:
         return ["### Conflicts", "", "No conflicts. :tada:"]
@@ -132,7 +133,8 @@ def _checklist(plan: Json, resolved: set[str], answers: dict[str, str]) -> list[
         prs = sorted({n for i in f["review_items"] for n in i["prs"]})
         tail = f" · {_prs(prs)}" if prs else ""
         span = f" ({ids[0]}–{ids[-1]})" if len(ids) > 1 else f" ({ids[0]})" if ids else ""
-        out.append(f"- [{mark}] {_code(f['path'])}: {what}{span}{tail}")
+        hint = follow_hint(f["review_items"], resolved, resolutions) if mark == " " else ""
+        out.append(f"- [{mark}] {_code(f['path'])}: {what}{span}{tail}{hint}")
     return out
 
 
@@ -319,7 +321,7 @@ def render_section(plan: Json, *, resolved: set[str] | None = None,
                    answers: dict[str, str] | None = None, behind: int = 0,
                    unanchored: list[str] | None = None, report_url: str | None = None,
                    posted: int | None = None, one_click: int | None = None,
-                   limit: int = BODY_LIMIT) -> str:
+                   resolutions: dict[str, str] | None = None, limit: int = BODY_LIMIT) -> str:
     """The bot's own section of the PR body, between the delimiters, within ``limit``.
 
     ``posted`` is how many review items got a thread (the publisher knows); the body
@@ -334,7 +336,7 @@ def render_section(plan: Json, *, resolved: set[str] | None = None,
               note: list[str]) -> list[list[str]]:
         return [_header(plan, behind, posted, one_click), note, _counts(plan), _warnings(plan),
                 _decisions(plan, resolved, answers, compact),
-                _checklist(plan, resolved, answers),
+                _checklist(plan, resolved, answers, resolutions or {}),
                 workflow_changes(plan, limit=2_000 if compact else WORKFLOW_DIFF_LIMIT),
                 _unanchored(unanchored or []),
                 _paths(plan, paths), _upstream_prs(plan, window)]
