@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.engine.learn import Learned, Outcome, earn
 from bot.engine.model import Tier
+from bot.engine.report.groups import FOLLOW_MIN
 
 
 def outcome(c: Any) -> Outcome:
@@ -73,3 +74,27 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
                        "half", tested_all, merges_tested, 0, 0),
             *rule_table([c for c in tested_all if "[learned" in c.rule])]
     return out
+
+
+def follow_lines(cases: Sequence[Any]) -> list[str]:
+    """The checklist's hint, replayed: in each merge, within each file in line order, a
+    hunk whose earlier hunks (two or more) all took one side; how often it took it too."""
+    by_file: dict[tuple[str, str], list[Any]] = {}
+    for c in cases:
+        by_file.setdefault((c.merge, c.path), []).append(c)
+    counts = {"ours": [0, 0], "theirs": [0, 0]}
+    for hunks in by_file.values():
+        hunks.sort(key=lambda c: c.line)
+        taken = ["ours" if c.ours_right else "theirs" if c.theirs_right else None
+                 for c in hunks]
+        for i in range(FOLLOW_MIN, len(hunks)):
+            if taken[0] is not None and all(t == taken[0] for t in taken[:i]):
+                counts[taken[0]][0] += bool(hunks[i].ours_right if taken[0] == "ours"
+                                            else hunks[i].theirs_right)
+                counts[taken[0]][1] += 1
+    right = sum(r for r, _ in counts.values())
+    n = sum(n for _, n in counts.values())
+    return [f"the checklist's hint (two or more earlier hunks of a file took one side: "
+            f"the next one too?): right in {right} of {n} ({100 * right / max(1, n):.1f}%; "
+            f"ours {counts['ours'][0]}/{counts['ours'][1]}, theirs "
+            f"{counts['theirs'][0]}/{counts['theirs'][1]}) of {len(cases)} hunks"]

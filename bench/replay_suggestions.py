@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.learn_table import learn_lines  # noqa: E402
+from bench.learn_table import follow_lines, learn_lines  # noqa: E402
 from bench.tier_table import Record, cv_lines, tier_lines  # noqa: E402
 from bot.engine.git import CatFile, Git  # noqa: E402
 from bot.engine.markers import split_lines  # noqa: E402
@@ -431,6 +431,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         results = [replay_merge(*job) for job in jobs]
     print(report(results, by_repo=args.by_repo))
     print(f"replayed {len(results)} merges in {time.perf_counter() - started:.1f} s")
+    print("\n".join(follow_lines([c for r in results for c in r.cases])))
     if args.tiers:
         records = tier_records(results)
         print(f"\n== tiers, from the sets {', '.join(sorted({r.set for r in results}))}")
