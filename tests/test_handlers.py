@@ -250,3 +250,19 @@ def test_job_registry_has_the_publisher_the_follow_up_the_schedule_and_the_comma
 
     assert {SYNC, RESCAN, POLL, ONBOARD} | set(COMMAND_JOBS) == set(JOBS)
     assert all(callable(fn) for fn in JOBS.values())
+
+
+async def test_a_sync_pr_that_cannot_be_learned_from_still_starts_the_next_sync(
+        fake_ctx: FakeContext, caplog: pytest.LogCaptureFixture) -> None:
+    # The plan file of the merged PR is gone (a new machine, say): learning fails, says
+    # why once, and the next sync is queued all the same.
+    event = sample_event("pull_request.closed.sync_pr_merged")
+    number = event.data["pull_request"]["number"]
+    register(fake_ctx, sync={"pr": number, "behind": 2, "commit": "c" * 40,
+                             "plan_file": str(fake_ctx.settings.data_dir / "gone.json")})
+    with caplog.at_level("WARNING", logger="bot.sync.learning"):
+        await handlers.router.dispatch(event, fake_ctx)
+    assert kinds(fake_ctx) == [(SYNC, FORK)]
+    (record,) = [r for r in caplog.records if r.name == "bot.sync.learning"]
+    assert f"#{number}: could not learn from the merged sync PR" in record.getMessage()
+    assert not record.exc_info  # a known cause: one line, no traceback

@@ -20,6 +20,7 @@ import logging
 from bot.app.context import JobContext
 from bot.engine.git import Git
 from bot.engine.learn import remember, sync_pr_outcomes
+from bot.errors import ForksyncError
 from bot.github import remote
 from bot.sync.followup import fetch_read_files, fork_access, have_head
 from bot.sync.state import load_fork_state, load_plan, save_fork_state
@@ -64,4 +65,4 @@ async def learn_quietly(ctx: JobContext, fork: str, installation_id: int | None,
         await learn_from_merged(ctx, fork, installation_id, pr_number, head_sha)
     except Exception as exc:  # advice only: the next sync must not wait on it
         log.warning("%s#%d: could not learn from the merged sync PR: %s", fork, pr_number,
-                    exc, exc_info=not isinstance(exc, OSError | RuntimeError))
+                    exc, exc_info=not isinstance(exc, ForksyncError | OSError))
