@@ -379,9 +379,9 @@ def find(clone: Path, repo: str, set_name: str, limit: int, rev: str, *,
     """Merges under ``rev`` whose replay has at least one text conflict and at most
     ``max_files`` conflicted files, newest first."""
     extra = ([f"--grep={grep}"] if grep else []) + (["--first-parent"] if first_parent else [])
-    for sha in conflicting_merges(Git(clone), rev, limit, extra=tuple(extra),
-                                  max_files=max_files):
-        yield f"{set_name} {repo} {sha}"
+    for merge in conflicting_merges(Git(clone), rev, limit, extra=tuple(extra),
+                                    max_files=max_files):
+        yield f"{set_name} {repo} {merge.sha}"
 
 
 def main(argv: Iterable[str] | None = None) -> int:

@@ -36,8 +36,8 @@ from bot.engine.markers import (
 from bot.engine.model import Tier
 from bot.engine.replay import (
     FileReplay,
+    Remerged,
     conflicting_merges,
-    merge_tree,
     replay_file,
     same_text,
     text_of,
@@ -183,25 +183,18 @@ def earn(outcomes: list[Outcome], *, merges: int, now: datetime | None = None) -
 # ------------------------------------------------------------------------ the fork's past
 
 
-def merge_outcomes(git: Git, cat: CatFile, sha: str) -> list[Outcome]:
+def merge_outcomes(cat: CatFile, merge: Remerged) -> list[Outcome]:
     """Every conflict hunk of one past two-parent merge, replayed."""
-    parents = git.text("rev-list", "--parents", "-n", "1", sha).split()[1:]
-    if len(parents) != 2:
-        return []
-    tree, stages = merge_tree(git, parents[0], parents[1])
     out: list[Outcome] = []
-    for path in sorted(stages):
-        st = stages[path]
+    for path in sorted(merge.stages):
+        st = merge.stages[path]
         if not {2, 3} <= st.keys():
             continue
-        try:
-            merged = text_of(cat.read(f"{tree}:{path}")[1])
-            resolved = text_of(cat.read(f"{sha}:{path}")[1])
-        except GitError:
-            continue
+        merged, resolved = _text_at(cat, merge.tree, path), _text_at(cat, merge.sha, path)
         if merged is None or resolved is None:
             continue
-        out += _outcomes(sha, path, replay_file(path, merged, resolved, added_both=1 not in st))
+        out += _outcomes(merge.sha, path,
+                         replay_file(path, merged, resolved, added_both=1 not in st))
     return out
 
 
@@ -320,8 +313,8 @@ def learn(git: Git, rev: str = "HEAD", *, limit: int = 200,
     syncs = sync_commits(git, rev, limit)
     sources = 0
     with CatFile(git) as cat:
-        for i, sha in enumerate(merges, 1):
-            found = merge_outcomes(git, cat, sha)
+        for i, merge in enumerate(merges, 1):
+            found = merge_outcomes(cat, merge)
             sources += bool(found)
             outcomes += found
             say(f"replayed {i}/{len(merges)} merges ({len(outcomes)} hunks)")

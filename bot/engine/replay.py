@@ -48,10 +48,21 @@ def merge_tree(git: Git, p1: str, p2: str) -> tuple[str, dict[str, dict[int, str
     return fields[0].decode(), stages
 
 
+@dataclass(frozen=True)
+class Remerged:
+    """A past merge merged again by git: its tree (markers kept) and the conflicted paths'
+    stages."""
+
+    sha: str
+    tree: str
+    stages: dict[str, dict[int, str]]
+
+
 def conflicting_merges(git: Git, rev: str, limit: int, *, extra: tuple[str, ...] = (),
-                       max_files: int = 100) -> Iterator[str]:
+                       max_files: int = 100) -> Iterator[Remerged]:
     """Two-parent merges under ``rev`` whose replay has at least one text conflict and at
-    most ``max_files`` conflicted files, newest first."""
+    most ``max_files`` conflicted files, newest first, with the replay itself (so that no
+    caller merges them a second time)."""
     lines = git.text("rev-list", "--merges", "--parents", *extra, rev).splitlines()
     found = 0
     for line in lines:
@@ -59,12 +70,12 @@ def conflicting_merges(git: Git, rev: str, limit: int, *, extra: tuple[str, ...]
         if len(parts) != 3:
             continue
         try:
-            _tree, stages = merge_tree(git, parts[1], parts[2])
+            tree, stages = merge_tree(git, parts[1], parts[2])
         except GitError:
             continue
         if len(stages) <= max_files and any({1, 2, 3} <= st.keys() for st in stages.values()):
             found += 1
-            yield parts[0]
+            yield Remerged(parts[0], tree, stages)
             if found >= limit:
                 return
 
