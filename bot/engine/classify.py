@@ -66,8 +66,8 @@ class Classifier:
         self.ours = TreeIndex(cat, outcome.ours_tree)
         self.base = TreeIndex(cat, outcome.base_tree)
         self.theirs = TreeIndex(cat, outcome.theirs_tree)
-        self.raw = TreeIndex(cat, outcome.merged_tree)
         self.item_prs = ItemPRs(work, cat, outcome, window, cutoff, tip)
+        self.raw = self.item_prs.raw  # one index of git's merged tree, read once
 
     def fork_path(self, upstream_path: str) -> str:
         return self.o.path_map.get(upstream_path) or self.tr.path(upstream_path)
