@@ -170,6 +170,51 @@ def test_the_forks_deletion_of_lines_upstream_changed_is_a_starting_point() -> N
     assert p.suggestion == ""
 
 
+def test_upstreams_deletion_of_lines_the_fork_changed_is_named_but_never_one_click() -> None:
+    base = "def old(a):\n    x = f(a)\n    return x\n"
+    ours = "def old(a):\n    x = f(a, vime=True)\n    return x\n"
+    p = propose(ours, base, "", "vime/x.py")
+    assert (p.tier, p.rule, p.candidate) == (Tier.DECIDE, "upstream deleted, fork changed", "")
+    assert p.suggestion is None  # taking the deletion would drop the fork's edit
+    assert p.reason.startswith("upstream deleted these lines and the fork changed them. "
+                               "Upstream deleted 3 lines; the fork changed `x = f(a)` to "
+                               "`x = f(a, vime=True)`.")
+    # A blank line left behind is still a deletion; the fork's own deletion is not this.
+    assert propose(ours, base, "\n").rule == "upstream deleted, fork changed"
+    assert propose("", base, ours).rule == "fork deleted, upstream changed"
+
+
+def test_a_hunk_with_no_rule_still_says_what_each_side_did() -> None:
+    p = propose("timeout = 60  # vime\n", "timeout = 30\n", "timeout = 10\n")
+    assert p.rule == "conflict" and p.suggestion is None
+    assert p.reason == ("both sides changed the same lines differently. Upstream changed "
+                        "`timeout = 30` to `timeout = 10`; the fork changed `timeout = 30` to "
+                        "`timeout = 60  # vime`.")
+
+
+def test_a_long_lines_change_is_shown_where_it_differs() -> None:
+    # Cut at 60 characters, both sides of this change used to read the same.
+    old = 'def allocate_train_group(args, num_nodes, num_gpus_per_node, pg, role="actor"):'
+    new = old[:-2] + ", actor_cls=None):"
+    was, now = suggest.changed_span(old, new)
+    assert (was, now) == ('…, pg, role="actor"):', '…, pg, role="actor", actor_cls=None):')
+    assert suggest.changed_span("x = 1", "x = 2") == ("x = 1", "x = 2")
+    head = "y" * 50
+    was, now = suggest.changed_span(f"{head} = compute(a, b) + tail", f"{head} = compute(a, c) "
+                                    "+ tail")
+    assert was != now and was.startswith("…") and "b)" in was and "c)" in now
+    assert "`" not in "".join(suggest.changed_span("`" * 70, "`" * 69 + "x"))
+
+
+@given(st.text(min_size=61, max_size=200), st.text(min_size=61, max_size=200))
+@settings(max_examples=200, deadline=None)
+def test_a_long_lines_change_never_reads_as_no_change(old: str, new: str) -> None:
+    was, now = suggest.changed_span(old, new)
+    if old.strip().replace("`", "'") != new.strip().replace("`", "'"):
+        assert was != now
+    assert len(was) <= 120 and len(now) <= 120
+
+
 def test_two_deletions_where_one_holds_the_other_keep_the_larger() -> None:
     base = "a = 1\nb = 2\nc = 3\n"
     p = propose("a = 1\nc = 3\n", base, "a = 1\n")  # upstream's deletion holds the fork's

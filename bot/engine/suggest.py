@@ -272,7 +272,15 @@ def _contained(h: Hunk) -> _Draft:
         return _Draft("fork deleted, upstream changed", "the fork deleted these lines and "
                       "upstream changed them; the proposal keeps the fork's deletion "
                       "(upstream's change is not applied)", h.ours)
-    return _Draft("conflict", "both sides changed the same lines differently")
+    if not h.theirs.strip() and h.base.strip():
+        # The mirror case. Its candidate is upstream's side, so it is never offered as a
+        # one-click default; people took the deletion in 146 of 189 such hunks of the
+        # training merges (77%: not enough for a Confirm), and the recommendation says so.
+        return _Draft("upstream deleted, fork changed", "upstream deleted these lines and "
+                      f"the fork changed them. {_sentences(h)} Taking upstream's deletion "
+                      "drops the fork's edit: keep it only if the fork still needs these "
+                      "lines", h.theirs)
+    return _Draft("conflict", f"both sides changed the same lines differently. {_sentences(h)}")
 
 
 def _squash(text: str) -> str:
@@ -336,7 +344,8 @@ def _what(base: str, side: str) -> str:
     if removed and not added:
         return f"deleted {_n(len(removed), 'line')}"
     if len(added) == len(removed) == 1:
-        return f"changed `{_short(removed[0])}` to `{_short(added[0])}`"
+        was, now = changed_span(removed[0], added[0])
+        return f"changed `{was}` to `{now}`"
     return f"changed {_n(max(len(added), len(removed)), 'line')}"
 
 
@@ -347,3 +356,47 @@ def _n(count: int, word: str) -> str:
 def _short(line: str, limit: int = 60) -> str:
     text = line.strip().replace("`", "'")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
+SPAN_CONTEXT = 20  # characters of unchanged text kept on each side of a long line's change
+
+
+def changed_span(old: str, new: str, limit: int = 60) -> tuple[str, str]:
+    """One line's change as two short texts that show what differs.
+
+    A line that fits is shown whole. A longer one keeps the words that changed, with a
+    little of the unchanged text around them and "…" where text is left out, so that
+    `f(a, b, c, d…` never reads as changed to the same `f(a, b, c, d…`.
+    """
+    a, b = old.strip(), new.strip()
+    if len(a) <= limit and len(b) <= limit:
+        return _short(a, limit), _short(b, limit)
+    ta, tb = _TOKEN.findall(a), _TOKEN.findall(b)
+    p = 0
+    while p < min(len(ta), len(tb)) and ta[p] == tb[p]:
+        p += 1
+    q = 0
+    while q < min(len(ta), len(tb)) - p and ta[-1 - q] == tb[-1 - q]:
+        q += 1
+    head, tail = ta[:p], ta[len(ta) - q:]
+    # Whole words of context on each side: SPAN_CONTEXT characters, more where the change
+    # itself is short (an inserted word needs its surroundings to be found).
+    changed = max(len("".join(ta[p:len(ta) - q])), len("".join(tb[p:len(tb) - q])))
+    room = max(SPAN_CONTEXT, (limit - changed) // 2)
+    i = len(head)
+    while i > 0 and len("".join(head[i - 1:])) <= room:
+        i -= 1
+    j = 0
+    while j < len(tail) and len("".join(tail[:j + 1])) <= room:
+        j += 1
+    before, after = "".join(head[i:]).lstrip(), "".join(tail[:j]).rstrip()
+    lead, trail = ("…" if i else ""), ("…" if j < len(tail) else "")
+    middle = max(8, limit - len(before) - len(after) - 2)
+
+    def show(tokens: list[str]) -> str:
+        mid = "".join(tokens[p:len(tokens) - q])
+        mid = mid if len(mid) <= middle else mid[: middle - 1] + "…"
+        return (lead + before + mid + after + trail).replace("`", "'")
+
+    return show(ta), show(tb)
