@@ -151,6 +151,9 @@ def test_check_output_counts_markers_and_decisions() -> None:
                                                                     ["review_items"][0]])
     assert title.startswith("2 conflict marker regions in 1 file, 1 open decision")
     assert "`vime/f0.py`: 2" in summary and "Q2" in summary
+    # The open decision is a hunk with no proposal and no side to recommend.
+    assert "By what each needs: 1 hunk to combine by hand (both edits shown as diffs)." \
+        in summary
     done_title, _ = render_check_output(plan, {}, [])
     assert done_title == "All conflicts resolved"
 

@@ -20,6 +20,7 @@ from bot.engine.report import (
     render_comment,
     warning_annotations,
 )
+from bot.engine.suggest import propose
 from tests.test_report import _item, _plan
 
 
@@ -203,3 +204,70 @@ def test_the_rescans_resolutions_reach_the_body() -> None:
 
     sync = {"resolved": ["Q1", "Q2"], "resolutions": {"Q1": "ours", "Q2": "ours"}}
     assert "`/sync answer Q3 ours`" in pr_section(_one_file(3), sync)
+
+
+def _proposed(n: int, path: str, ours: str, base: str, theirs: str) -> dict[str, Any]:
+    """A review item as the engine writes it, from the engine's own proposal."""
+    p = propose(ours, base, theirs, path)
+    item = _conflict(n, path, base, theirs, ours, [101])
+    item.update(tier=p.tier.value, rule=p.rule, reason=p.reason, question=p.question,
+                choices=list(p.choices), suggestion=p.suggestion)
+    return item
+
+
+def test_a_hunk_comment_says_its_reason_once_and_its_choices_once() -> None:
+    item = _proposed(7, "vime/a.py", "x = f(a)\ny = 2  # vime\n", "x = f(a)\ny = 2\n",
+                     "x = f(a, b)\ny = 2\n")
+    assert item["suggestion"] is not None and item["tier"] == "Decide"
+    text = render_comment([item], _plan())
+    assert text.count(item["reason"]) == 1  # the headline; "Recommended" does not repeat it
+    assert item["question"] not in text  # the answer line already lists the choices
+    (recommended,) = [ln for ln in text.splitlines() if ln.startswith("Recommended:")]
+    assert recommended == ("Recommended: check the starting point, then commit or edit it. "
+                           "`/sync answer Q7 suggested`")
+    body = render_body(_plan_with([item]))
+    assert body.count(item["reason"]) == 1 and item["question"] not in body
+
+
+def test_upstreams_deletion_of_the_forks_edit_is_recommended_by_command_only() -> None:
+    base = "def old(a):\n    x = f(a)\n    return x\n"
+    item = _proposed(3, "vime/x.py", base.replace("f(a)", "f(a, vime=True)"), base, "")
+    assert item["rule"] == "upstream deleted, fork changed" and item["suggestion"] is None
+    (group,) = group_items(_plan_with([item]))
+    assert group.command == "/sync answer Q3 theirs"
+    assert group.action.startswith("take upstream's deletion (#101) unless the fork still "
+                                   "needs these lines")
+    text = render_comment([item], _plan())
+    assert "```suggestion" not in text and "`/sync answer Q3 theirs`" in text
+
+
+def test_add_add_is_recommended_as_one_whole_version_never_an_edit_to_apply() -> None:
+    item = _conflict(4, "docs/new.md", "", "# Title\n\nBody.\n", "stub\n", [101])
+    item.update(rule="add/add", reason="both sides added this file (add/add)")
+    (group,) = group_items(_plan_with([item]))
+    assert group.command is None
+    assert group.action == ("keep one whole version, the fork's (1 line) or upstream's "
+                            "(3 lines): the two are never glued together; the review comment "
+                            "shows how they differ. `/sync resolve docs/new.md ours` (or "
+                            "`theirs`)")
+    assert "apply the fork's" not in render_body(_plan_with([item]))
+
+
+def test_the_body_counts_open_items_by_what_each_needs_and_follows_the_answers() -> None:
+    gone = _item(1, "vime/gone.py", kind="file")
+    gone.update(sides={"ours": None, "theirs": {"mode": "100644", "oid": "f" * 40}},
+                choices=["ours", "theirs"], start_line=None, end_line=None)
+    start = _proposed(2, "vime/a.py", "x = f(a)\ny = 2  # vime\n", "x = f(a)\ny = 2\n",
+                      "x = f(a, b)\ny = 2\n")
+    by_hand = _proposed(3, "vime/b.py", "t = 60\n", "t = 30\n", "t = 10\n")
+    base = "def old(a):\n    x = f(a)\n    return x\n"
+    deleted = _proposed(4, "vime/c.py", base.replace("f(a)", "f(a, v)"), base, "")
+    plan = _plan_with([gone, start, by_hand, deleted])
+    body = render_body(plan)
+    assert ("**Open, by what each needs:** 1 file one side deleted: keep or delete · 1 hunk "
+            "to combine by hand (both edits shown as diffs) · 1 hunk with a recommended "
+            "answer, one command each · 1 starting point to check, one click each.") in body
+    # The body is rendered again as items close: the count follows.
+    later = render_body(plan, resolved={"Q1", "Q2", "Q4"})
+    assert "**Open, by what each needs:** 1 hunk to combine by hand" in later
+    assert "starting point" not in later.split("**Open")[1].split("\n")[0]

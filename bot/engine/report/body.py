@@ -175,8 +175,9 @@ def _state(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
 
 
 def _detail(item: Json) -> str:
-    """A Decide item asks its question; Confirm and Settled say what the proposal does."""
-    asks = item["tier"] == "Decide" and item.get("question")
+    """A Decide file, flag or port asks its question; a hunk says what each side did (its
+    choices are the same everywhere); Confirm and Settled say what the proposal does."""
+    asks = item["tier"] == "Decide" and item.get("question") and item.get("kind") != "conflict"
     return str(item["question"] if asks else item["reason"])
 
 
@@ -228,7 +229,9 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
     open_tiers = Counter(i["tier"] for i in items if _is_open(i, answers, resolved))
     counts = " · ".join(f"**{t}** ({tiers[t]}, {open_tiers[t]} open)" for t in TIERS
                         if tiers[t])
+    work = workload([i for i in items if _is_open(i, answers, resolved)])
     out = [f"### Decisions: {len(items)} items in {len(groups)} groups", "", counts, "",
+           *([f"**Open, by what each needs:** {work}.", ""] if work else []),
            "The weightiest first: whole-file conflicts (modify/delete), files to port by hand, "
            "then conflict hunks by lines at stake. Each group says what we recommend; one "
            "command answers a whole group.", ""]
@@ -238,6 +241,38 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
             "theirs`); resolve a whole file with `/sync resolve <path> ours|theirs|suggested`; "
             "`/sync help` lists all commands."]
     return out
+
+
+# What an open item asks of a person, most work first; each phrase takes the item count.
+_NEEDS = [
+    ("file", "{n} file{s} one side deleted: keep or delete"),
+    ("manual", "{n} file{s} to port by hand"),
+    ("add/add", "{n} file{s} both sides added: keep one version"),
+    ("by hand", "{n} hunk{s} to combine by hand (both edits shown as diffs)"),
+    ("answer", "{n} hunk{s} with a recommended answer, one command each"),
+    ("start", "{n} starting point{s} to check, one click each"),
+    ("proposal", "{n} proposal{s} to confirm, one click each"),
+    ("flag", "{n} flagged line{s} to keep, adapt or drop"),
+]
+
+
+def _need(item: Json) -> str:
+    kind = item.get("kind")
+    if kind in ("file", "manual", "flag"):
+        return str(kind)
+    if item.get("rule") == "add/add":
+        return "add/add"
+    if item.get("suggestion") is not None:
+        return "start" if item.get("tier") == "Decide" else "proposal"
+    return "answer" if recommend(item)[1] else "by hand"
+
+
+def workload(items: list[Json]) -> str:
+    """The open items counted by what each needs of a person: the size of the job, at a
+    glance, the way a hand-written sync PR says "3 genuine decisions + 6 to confirm"."""
+    needs = Counter(_need(i) for i in items if i.get("kind") != "policy")
+    return " · ".join(text.format(n=needs[key], s="s" if needs[key] != 1 else "")
+                      for key, text in _NEEDS if needs[key])
 
 
 def _upstream_prs(plan: Json, limit: int | None = None) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.engine.report.body import _code, _decision_line
+from bot.engine.report.body import _code, _decision_line, workload
 from bot.engine.report.groups import group_items, id_ranges
 from bot.engine.report.limits import CHECK_SUMMARY_LIMIT, balanced_cut
 
@@ -34,6 +34,9 @@ def render_check_output(plan: Json, remaining_markers: dict[str, int],
         lines.append("")
     if open_decisions:
         lines += ["**Open decisions**, the weightiest first", ""]
+        work = workload(open_decisions)
+        if work:
+            lines += [f"By what each needs: {work}.", ""]
         open_ids = {str(i["id"]) for i in open_decisions}
         skip = {str(i["id"]) for f in plan.get("files", []) for i in f.get("review_items", [])
                 } - open_ids

@@ -89,7 +89,8 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
     prs = _prs_line(item, plan)
     if prs:
         out.append(prs)
-    if item.get("question") and item["tier"] != "Settled":
+    if item.get("question") and item["tier"] != "Settled" and item.get("kind") != "conflict":
+        # A hunk's choices are in the answer line below; a file, flag or port asks its own.
         out.append(item["question"])
     earlier = item.get("earlier")
     if item.get("kind") == "conflict" and earlier and not earlier.get("applies"):

@@ -108,7 +108,9 @@ def recommend(item: Json) -> tuple[str, str | None]:
 
     A Decide conflict is never answered ``ours`` or ``theirs`` by recommendation, which
     would drop one side's edit, unless the item itself shows that side already holds the
-    other's edit (``THEIRS_HOLDS_FORK``).
+    other's edit (``THEIRS_HOLDS_FORK``), or upstream deleted the lines the fork edited
+    (the fork's edit has nothing left to apply to; the command is given, never a one-click
+    suggestion). The action does not repeat the item's reason: both are shown together.
     """
     kind, tier = item.get("kind"), item.get("tier")
     prs = _prs(item.get("prs") or []) or "upstream"
@@ -133,10 +135,20 @@ def recommend(item: Json) -> tuple[str, str | None]:
         # A Decide's suggestion is a starting point, not a promise.
         what = ("check the starting point, then commit or edit it" if tier == "Decide"
                 else "accept the proposal")
-        return f"{what} ({item.get('reason', '')})", choice
-    if item.get("rule") in THEIRS_HOLDS_FORK and "theirs" in choices:
+        return what, choice
+    rule = item.get("rule")
+    if rule in THEIRS_HOLDS_FORK and "theirs" in choices:
         return ("take upstream's version (theirs) once you have checked that the fork's edit "
                 "is already in it, or only changed the layout", "theirs")
+    if rule == "upstream deleted, fork changed" and "theirs" in choices:
+        return (f"take upstream's deletion ({prs}) unless the fork still needs these lines; "
+                "then keep ours and adapt it", "theirs")
+    if rule == "add/add":
+        ours, theirs = (line_count(item.get(k) or "") for k in ("ours", "theirs"))
+        return (f"keep one whole version, the fork's ({_n_lines(ours)}) or upstream's "
+                f"({_n_lines(theirs)}): the two are never glued together; the review comment "
+                f"shows how they differ. `/sync resolve {item.get('path')} ours` (or `theirs`)",
+                None)
     fork = _changed_lines(item.get("base") or "", item.get("ours") or "")
     upstream = _changed_lines(item.get("base") or "", item.get("theirs") or "")
     shown = "both edits are shown as diffs, base → ours and base → theirs"
@@ -154,7 +166,7 @@ def _n_lines(n: int) -> str:
 def _shape(item: Json) -> tuple[Any, ...]:
     """Items with equal shapes are the same upstream change in several places (the fork's
     own edits there may differ: one answer still fits them all)."""
-    return (item.get("kind"), item.get("tier"), item.get("reason"),
+    return (item.get("kind"), item.get("tier"), item.get("rule") or item.get("reason"),
             _change(item.get("base") or "", item.get("theirs") or ""))
 
 

@@ -358,8 +358,10 @@ def show_earlier(plan_json: dict[str, Any], old_plan: dict[str, Any],
                     tiers["Confirm"] = tiers.get("Confirm", 0) + 1
                     item["tier"] = "Confirm"
                 item["suggestion"] = found.text
-                item["question"] = (f"{note} The suggestion keeps your earlier resolution; "
-                                    "commit it, or decide anew.")
+                # The rule's reason described another proposal: this one is the person's.
+                item["question"] = item["reason"] = (
+                    f"{note} The suggestion keeps your earlier resolution; commit it, or "
+                    "decide anew.")
             else:
                 item["reason"] = f"{note} {item.get('reason', '')}".strip()
 
