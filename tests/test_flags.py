@@ -62,6 +62,14 @@ def test_a_flagged_line_inside_a_confirm_region_makes_it_a_decide() -> None:
         "`--sglang-speculative-b 4`), flagged `--sglang-speculative-`: no vLLM equivalent.")
 
 
+def test_the_flag_is_a_sentence_of_its_own_after_any_reason() -> None:
+    item = conflict(Tier.DECIDE, 10, 16, None)
+    item.reason = "both sides added this file (add/add); two new files are never glued together"
+    add_flag_items([item], "run.sh", "run.sh", [hit(SPEC, "  --sglang-speculative-a 4\n", 12)])
+    assert "never glued together. Upstream's side adds `--vllm-speculative-a 4`" in item.reason
+    assert ".. Upstream" not in item.reason
+
+
 def test_a_flagged_region_never_offers_upstreams_side() -> None:
     items = [conflict(Tier.CONFIRM, 10, 16, "b\n", theirs="b\n")]
     add_flag_items(items, "run.sh", "run.sh", [hit(SPEC, "  --sglang-speculative-a 4\n", 11)])

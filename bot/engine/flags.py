@@ -79,7 +79,9 @@ def _region_at(items: list[ReviewItem], anchor: int | None) -> ReviewItem | None
 def _fold(item: ReviewItem, group: list[Hit]) -> None:
     """The conflict item carries the flag: its reason names the lines, and it is a Decide."""
     flag = group[0].flag
-    item.reason = (f"{item.reason} Upstream's side adds {_quoted(group)}, flagged "
+    said = item.reason.rstrip()
+    said += "" if not said or said.endswith((".", "!", "?")) else "."
+    item.reason = (f"{said} Upstream's side adds {_quoted(group)}, flagged "
                    f"`{flag.pattern}`: {flag.say}.")
     if item.tier is Tier.DECIDE:
         return
