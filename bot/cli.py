@@ -161,8 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_learn = command(
         "learn", "measure which proposals this fork's people commit",
         "Replay the fork's own past merges (two-parent merges whose replay conflicts, newest "
-        "first), compare what forksync would have proposed at each conflict with what people "
-        "committed, and write the ways of resolving that earned a tier in this fork (95% "
+        "first) and its past syncs (commits that kept conflict markers as a review queue, "
+        "forksync's or made by hand), compare what forksync would have proposed at each "
+        "conflict with what people committed, and write the ways of resolving that earned a tier in this fork (95% "
         "Wilson lower bound of their precision >= 0.80, in >= 3 merges) as "
         ".github/forksync-learned.json. Commit that file to the fork's main branch: later "
         "syncs turn the Decide hunks those ways cover into Confirm items.")
@@ -171,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the history to read (default: HEAD, the fork's checked-out "
                               "branch)")
     p_learn.add_argument("--limit", type=_positive, default=200,
-                         help="replay at most this many conflicting merges (default: 200)")
+                         help="replay at most this many conflicting merges, and read at "
+                              "most this many sync commits (default: 200)")
     p_learn.add_argument("--out", metavar="FILE",
                          help="write the file here (default: standard output)")
     p_learn.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")

@@ -313,3 +313,103 @@ def test_the_app_remembers_each_merged_sync_once_and_the_newest_hundred() -> Non
     (way,) = [w for w in learned.ways if (w.kind, w.key) == ("file", "a.py")]
     assert (way.action, way.right, way.n, way.tier) == ("ours", 100, 100, Tier.CONFIRM)
     assert "merged sync PRs" in learned.source
+
+
+def test_a_region_left_with_markers_of_the_files_own_size_is_not_an_outcome() -> None:
+    from bot.engine.replay import replay_file
+
+    def region(n: int, ours: str, base: str, theirs: str) -> str:
+        return (f"{'<' * n} ours\n{ours}{'|' * n} base\n{base}{'=' * n}\n{theirs}"
+                f"{'>' * n} theirs\n")
+
+    top = "".join(f"above {i}\n" for i in range(6))
+    bottom = "".join(f"below {i}\n" for i in range(6))
+    merged = top + region(9, "x = 1\n", "x = 0\n", "x = 2\n") + bottom
+    # People committed a half-region at the file's marker size (9): not a resolution.
+    half = top + "x = 1\n" + "=" * 9 + "\nx = 2\n" + ">" * 9 + " theirs\n" + bottom
+    replayed = replay_file("a.txt", merged, half, added_both=False, size=9)
+    assert replayed.regions == [] and replayed.committed_with_markers == 1
+    done = replay_file("a.txt", merged, top + "x = 2\n" + bottom, added_both=False, size=9)
+    assert [r.committed for r in done.regions] == ["x = 2\n"]
+
+
+def _regions(n: int, side: str, *, base: bool = True, done: int = 0) -> str:
+    """A file of ``n`` conflict regions kept as a review queue (the first ``done`` of them
+    resolved to ours already), or resolved to ``side``."""
+    out = []
+    for k in range(n):
+        out.append(f"def step_{k}():\n    '''Step {k} of the pipeline.'''\n")
+        ours, old, theirs = f"    return run({k}, fork=True)\n", f"    return run({k})\n", \
+            f"    return run({k}, fast=True)\n"
+        if side == "markers" and k < done:
+            out.append(ours)
+        elif side == "markers":
+            mid = f"||||||| base\n{old}" if base else ""
+            out.append(f"<<<<<<< ours\n{ours}{mid}=======\n{theirs}>>>>>>> theirs\n")
+        else:
+            out.append(ours if side == "ours" else theirs)
+        out.append("\n\n")
+    return "".join(out) + "# end of the steps\n"
+
+
+EXAMPLE = ("# Resolving conflicts\n\nGit shows:\n\n<<<<<<< HEAD\nmine\n=======\nyours\n"
+           ">>>>>>> branch\n\nEdit the file, then commit.\n")
+
+
+def test_learn_reads_syncs_made_by_hand_with_their_markers_kept(tmp_path: Path) -> None:
+    """vime's people merge upstream and commit the markers as a review queue, then resolve
+    them in later commits: `forksync learn` reads those syncs too, with no trailer."""
+    repo = init_repo(tmp_path / "fork", bare=True)
+
+    def tree(pipeline: str, guide: str, plain: str) -> str:
+        return write_tree(repo, [("vime/pipeline.py", "100644", pipeline.encode()),
+                                 ("docs/git.md", "100644", guide.encode()),
+                                 ("vime/plain.py", "100644", plain.encode())])
+
+    head = commit_tree(repo, tree(_regions(6, "ours"), EXAMPLE, "x = 1\n"), [], "start")
+    for r in range(3):
+        queue = commit_tree(repo, tree(_regions(6, "markers"), EXAMPLE + f"v{r}\n",
+                                       _regions(1, "markers", base=False)), [head],
+                            f"sync(slime #{r}): 3-way merge, conflict markers preserved")
+        # Half the queue resolved: this commit removes markers but put none in.
+        half = commit_tree(repo, tree(_regions(6, "markers", done=3), EXAMPLE + f"v{r}\n",
+                                      _regions(1, "theirs")), [queue], "resolve plain.py")
+        head = commit_tree(repo, tree(_regions(6, "ours"), EXAMPLE + f"v{r}\n",
+                                      _regions(1, "theirs")), [half], "resolve the rest")
+    git(repo, "update-ref", "refs/heads/main", head)
+    fork = Git(repo)
+    with CatFile(fork) as cat:
+        first = git_text(repo, "rev-list", "--reverse", "main").split()[1]
+        found = sync_outcomes(fork, cat, first, "main")
+    # Six regions kept ours; the merge-style region of plain.py took theirs and teaches no
+    # rule; the guide's example markers were there before the commit: not a sync's.
+    assert sorted({(o.path, o.ours_right, o.theirs_right) for o in found}) == [
+        ("vime/pipeline.py", True, False), ("vime/plain.py", False, True)]
+    assert [o.candidate_right for o in found if o.path == "vime/plain.py"] == [None]
+    learned = learn(fork, "main")
+    assert (learned.merges, learned.hunks) == (3, 21)
+    ways = {(w.kind, w.key, w.action): w for w in learned.ways}
+    kept = ways[("file", "vime/pipeline.py", "ours")]
+    assert (kept.right, kept.n, len(kept.merges), kept.tier) == (18, 18, 3, Tier.CONFIRM)
+    assert not any(w.kind == "file" and w.key == "docs/git.md" for w in learned.ways)
+
+
+def test_markers_never_resolved_soon_after_are_not_a_sync(tmp_path: Path) -> None:
+    # A guide that shows markers as an example, rewritten many edits later without them.
+    repo = init_repo(tmp_path / "fork", bare=True)
+    head = commit_tree(repo, write_tree(repo, [("docs/git.md", "100644", b"# Git\n")]), [], "a")
+    first = head = commit_tree(repo, write_tree(repo, [("docs/git.md", "100644",
+                                                        EXAMPLE.encode())]), [head], "guide")
+    for k in range(12):
+        head = commit_tree(repo, write_tree(repo, [("docs/git.md", "100644",
+                                                    (EXAMPLE + f"tip {k}\n").encode())]),
+                           [head], f"edit {k}")
+    rewritten = EXAMPLE.replace("<<<<<<< HEAD\nmine\n=======\nyours\n>>>>>>> branch\n",
+                                "(two versions of the lines)\n")
+    head = commit_tree(repo, write_tree(repo, [("docs/git.md", "100644", rewritten.encode())]),
+                       [head], "rewrite")
+    git(repo, "update-ref", "refs/heads/main", head)
+    fork = Git(repo)
+    with CatFile(fork) as cat:
+        assert sync_outcomes(fork, cat, first, "main") == []
+    assert learn(fork, "main").hunks == 0

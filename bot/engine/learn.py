@@ -198,10 +198,22 @@ def merge_outcomes(cat: CatFile, merge: Remerged) -> list[Outcome]:
     return out
 
 
+# A region is resolved within this many later versions of its file, or it is not a review
+# queue (a document that shows conflict markers as an example keeps them for years).
+RESOLVED_WITHIN = 10
+
+
 def sync_outcomes(git: Git, cat: CatFile, commit: str, rev: str) -> list[Outcome]:
-    """Every conflict region of one sync commit (commit 1: the merge with its markers kept
-    and the ``Upstream-Sync`` trailer) against the text people left at the same place:
-    the file at the first later commit on the way to ``rev`` that has no marker left in it."""
+    """Every conflict region one sync commit put into a file (forksync's commit 1, or a
+    sync made by hand with its markers kept as the review queue) against the text people
+    left at the same place: the file at the first later commit on the way to ``rev`` that
+    has no marker left in it.
+
+    A file that already had markers before the commit is skipped (the commit did not make
+    them: it resolved some, or touched a file that shows markers as an example). Regions
+    without a base section (``merge`` style, as a hand sync may write them) teach which
+    side people kept, but not a rule: no rule can be read without the base.
+    """
     parents = git.text("rev-list", "--parents", "-n", "1", commit).split()[1:]
     if not parents:
         return []
@@ -212,20 +224,26 @@ def sync_outcomes(git: Git, cat: CatFile, commit: str, rev: str) -> list[Outcome
         marked = _text_at(cat, commit, path)
         if marked is None or not find_marker_regions_in_lines(split_lines(marked)):
             continue
+        if _has_markers(_text_at(cat, parents[0], path)):
+            continue
         later = git.text("log", "--format=%H", "--reverse", "--ancestry-path",
                          f"{commit}..{rev}", "--", path).split()
         resolved = None
-        for sha in later:
+        for sha in later[:RESOLVED_WITHIN]:
             text = _text_at(cat, sha, path)
             if text is None:
                 break  # deleted, or no longer text: nothing to compare with
-            if not any(marker_kind(ln) is not None for ln in split_lines(text)):
+            if not _has_markers(text):
                 resolved = text
                 break
         if resolved is None:
             continue
         out += _outcomes(commit, path, replay_file(path, marked, resolved, added_both=False))
     return out
+
+
+def _has_markers(text: str | None) -> bool:
+    return text is not None and any(marker_kind(ln) is not None for ln in split_lines(text))
 
 
 def _text_at(cat: CatFile, rev: str, path: str) -> str | None:
@@ -238,7 +256,8 @@ def _text_at(cat: CatFile, rev: str, path: str) -> str | None:
 def _outcomes(source: str, path: str, replayed: FileReplay) -> list[Outcome]:
     out = []
     for r in replayed.regions:
-        cand = r.proposal.candidate
+        # Without a base section the rules misread the hunk: only its sides are counted.
+        cand = r.proposal.candidate if r.region.base is not None else None
         out.append(Outcome(source, path, r.proposal.rule,
                            None if cand is None else same_text(cand, r.committed),
                            same_text(r.region.ours, r.committed),
@@ -300,10 +319,20 @@ def sync_commits(git: Git, rev: str, limit: int) -> list[str]:
                     f"--grep=^{TRAILER_SYNC}:", rev).split()
 
 
+def marked_commits(git: Git, rev: str, limit: int) -> list[str]:
+    """The newest commits under ``rev`` whose diff adds or removes a ``<<<<<<<`` line: the
+    syncs made by hand with their markers kept as the review queue (the way vime's people
+    sync), among others. :func:`sync_outcomes` keeps only the files a commit put markers
+    into and people resolved soon after."""
+    return git.text("log", "--format=%H", f"--max-count={limit}", "-G",
+                    f"^{'<' * MARKER_SIZE} ", rev).split()
+
+
 def learn(git: Git, rev: str = "HEAD", *, limit: int = 200,
           progress: Any = None) -> Learned:
-    """Replay up to ``limit`` of the newest conflicting merges under ``rev``, and up to
-    ``limit`` of its sync commits (forksync's commit 1, markers kept)."""
+    """Replay up to ``limit`` of the newest conflicting merges under ``rev``, and read up
+    to ``limit`` of its sync commits (forksync's commit 1) and ``limit`` commits that added
+    or removed conflict markers (syncs made by hand, markers kept as the review queue)."""
     if git.rev_parse(rev) is None:
         raise GitError(f"the fork has no revision {rev}")
     say = progress or (lambda _msg: None)
@@ -311,6 +340,10 @@ def learn(git: Git, rev: str = "HEAD", *, limit: int = 200,
     say("finding conflicting merges and sync commits")
     merges = list(conflicting_merges(git, rev, limit))
     syncs = sync_commits(git, rev, limit)
+    try:
+        syncs = list(dict.fromkeys(syncs + marked_commits(git, rev, limit)))
+    except GitError as exc:  # a partial clone without the blobs: the trailers still count
+        say(f"could not look for syncs made by hand (commits with conflict markers): {exc}")
     sources = 0
     with CatFile(git) as cat:
         for i, merge in enumerate(merges, 1):

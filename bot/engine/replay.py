@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from bot.engine.git import Git
 from bot.engine.markers import (
     MARKER_SIZE,
+    MarkerKind,
     MarkerRegion,
     find_marker_regions_in_lines,
+    marker_kind,
     split_lines,
 )
 from bot.engine.suggest import Proposal, propose_region
@@ -201,16 +203,17 @@ def replay_file(path: str, merged: str, resolved: str, *, added_both: bool,
         if before is None or after is None:
             out.unanchored += 1
             continue
-        size = len(split_lines(region.ours)) + len(split_lines(region.theirs)) \
+        span = len(split_lines(region.ours)) + len(split_lines(region.theirs)) \
             + len(split_lines(region.base or ""))
-        where = anchor(committed, before, after, region.start_line - 1 + shift, size + 40)
+        where = anchor(committed, before, after, region.start_line - 1 + shift, span + 40)
         if where is None:
             out.unanchored += 1
             continue
         piece = committed[where[0]:where[1]]
         shift = where[1] - region.end_line
         if find_marker_regions_in_lines(piece, size) or any(
-                ln.startswith(("<<<<<<< ", ">>>>>>> ")) for ln in piece):
+                marker_kind(ln, size) in (MarkerKind.OURS, MarkerKind.THEIRS)
+                or ln.startswith(("<<<<<<< ", ">>>>>>> ")) for ln in piece):
             out.committed_with_markers += 1
             continue
         prop = propose_region(lines, region, added_both=added_both, path=path)
