@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.engine.config import CONFIG_PATH, EXAMPLE_CONFIG  # noqa: E402
 from bot.engine.pipeline import plan  # noqa: E402
+from bot.engine.report.body import workload  # noqa: E402
 from tests.factory import (  # noqa: E402
     FORK_MAINTAINER,
     Commit,
@@ -241,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     by_kind = Counter(_decide_kind(i.kind.value, i.rule, i.suggestion is not None)
                       for i in decide)
     print("Decide items: " + ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())))
+    every = [i for f in report["files"] for i in f["review_items"]]
+    print(f"what the items need (the PR body's line): {workload(every)}")
     return 0
 
 
