@@ -163,10 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
         "Replay the fork's own past merges (two-parent merges whose replay conflicts, newest "
         "first) and its past syncs (commits that kept conflict markers as a review queue, "
         "forksync's or made by hand), compare what forksync would have proposed at each "
-        "conflict with what people committed, and write the ways of resolving that earned a tier in this fork (95% "
-        "Wilson lower bound of their precision >= 0.80, in >= 3 merges) as "
-        ".github/forksync-learned.json. Commit that file to the fork's main branch: later "
-        "syncs turn the Decide hunks those ways cover into Confirm items.")
+        "conflict with what people committed, and write the ways of resolving that earned "
+        "a tier in this fork (95% Wilson lower bound of their precision >= 0.80, in >= 3 "
+        "merges) as .github/forksync-learned.json. Commit that file to the fork's main "
+        "branch: later syncs turn the Decide hunks those ways cover into Confirm items.")
     p_learn.add_argument("--fork", required=True, help="the fork: a local path (bare is fine)")
     p_learn.add_argument("--rev", default="HEAD",
                          help="the history to read (default: HEAD, the fork's checked-out "
