@@ -54,8 +54,8 @@ from bot.errors import GitError  # noqa: E402
 
 MERGES = ROOT / "bench" / "replay_merges.txt"
 # The sets the tiers are derived from (`valid` joined them in round 4, once it was spent).
-# `valid2` is replayed only when named: once, after the tiers are frozen (see the list's
-# header).
+# `valid2` and `valid3` are replayed only when named: once each, after the tiers were
+# frozen (see the list's header).
 TRAINING = ("dev", "heldout", "fresh", "valid")
 TIERS = ("Settled", "Confirm", "Decide")
 TARGETS = {"Settled": 0.97, "Confirm": 0.80}
