@@ -54,7 +54,7 @@ def test_remaining_at_commit_1_is_every_region_and_every_unanswered_decision() -
     notes = check_annotations(remaining)
     assert notes == [{"path": "vime/a.py", "start_line": 2, "end_line": 8,
                       "annotation_level": "failure", "title": "Q1: conflict markers remain",
-                      "message": "Q1 (Decide): which?"}]
+                      "message": "Q1 (Decide): both changed"}]  # a hunk's reason
 
 
 def test_published_needs_every_step_after_the_push_and_each_step_reads_its_own_key() -> None:

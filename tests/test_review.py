@@ -311,6 +311,11 @@ def test_the_check_request_is_the_gate_on_commit_1(
         <= {".github/forksync.yml"}
     assert req["output"]["annotations"] == [a for b in annotation_batches(
         plan, initial_remaining(plan, {})) for a in b][:50]
+    # A hunk's annotation says what each side did, not the question every hunk asks.
+    hunks = {i["id"]: i for i in plan_items(plan) if i["kind"] == "conflict"}
+    said = [a["message"] for a in notes if a["title"].split(":")[0] in hunks]
+    assert said and all("Both sides changed these lines." not in m for m in said)
+    assert all(hunks[m.split(" ")[0]]["reason"] in m for m in said)
 
 
 def test_file_markers_cannot_close_the_comment_they_hide_in() -> None:

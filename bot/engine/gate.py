@@ -58,7 +58,10 @@ class Remaining:
 
 
 def item_message(item: dict[str, Any]) -> str:
-    what = item.get("question") or item.get("reason") or "conflict"
+    """What an annotation says of an item: a hunk's reason (what each side did; its
+    question is the same everywhere), a file's, flag's or port's own question."""
+    asks = item.get("question") if item.get("kind") != "conflict" else None
+    what = asks or item.get("reason") or item.get("question") or "conflict"
     return f"{item['id']} ({item.get('tier', '')}): {what}"
 
 
