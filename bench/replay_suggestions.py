@@ -350,10 +350,11 @@ def report(results: list[MergeResult], *, by_repo: bool) -> str:
 
 
 def tier_records(results: list[MergeResult]) -> list[Record]:
-    """(rule, repository, right) for every candidate: hunks, then whole-file conflicts."""
-    out: list[Record] = [(c.rule, c.repo, c.candidate_right) for r in results
+    """(rule, repository, right, merge) for every candidate: hunks, then whole-file
+    conflicts."""
+    out: list[Record] = [(c.rule, c.repo, c.candidate_right, c.merge) for r in results
                          for c in r.cases if c.candidate_right is not None]
-    return out + [(w.rule, w.repo, _kept_side(w) == w.suggested) for r in results
+    return out + [(w.rule, w.repo, _kept_side(w) == w.suggested, w.merge) for r in results
                   for w in r.whole if w.suggested is not None]
 
 

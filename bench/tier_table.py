@@ -9,9 +9,15 @@ from collections.abc import Iterable
 
 from bot.engine.model import Tier
 from bot.engine.suggest import RULE_TIERS
-from bot.engine.tiers import CRITERIA, MIN_FAMILIES, THRESHOLDS, cross_validate, family, measure
-
-Record = tuple[str, str, bool]  # rule, repository, the candidate was what people committed
+from bot.engine.tiers import (
+    CRITERIA,
+    MIN_FAMILIES,
+    THRESHOLDS,
+    Record,
+    cross_validate,
+    family,
+    measure,
+)
 
 
 def code_tier(rule: str) -> Tier:
@@ -23,7 +29,8 @@ def tier_lines(records: list[Record], unmeasured: Iterable[str] = ()) -> list[st
     worst family left out, the families, the earned tier and the code's."""
     floors = ", ".join(f"{t.value} {f:.2f}" for t, f in THRESHOLDS)
     out = [f"tiers by the criterion (bot/engine/tiers.py): Wilson 95% lower bound ≥ {floors}, "
-           f"pooled and with any one family left out, in ≥{MIN_FAMILIES} families",
+           f"pooled and with any one family left out, in ≥{MIN_FAMILIES} families, and "
+           "counted by merge",
            f"  {'rule':<40}{'n':>6}{'right':>6}{'prec':>7}{'lower':>7}  "
            f"{'without the worst family':<27}{'fam':>3}  {'earned':<8}{'code':<8}"
            "why not the tier above"]
@@ -45,7 +52,7 @@ def tier_lines(records: list[Record], unmeasured: Iterable[str] = ()) -> list[st
 def cv_lines(records: list[Record]) -> list[str]:
     """Each criterion judged as forksync would be: tiers from all families but one, then
     the precision of the promoted rules on that one."""
-    fams = sorted({family(repo) for _, repo, _ in records})
+    fams = sorted({family(r[1]) for r in records})
     out = ["criteria held out one family at a time: right / candidates of the rules they "
            "promote, on the held-out family",
            f"  {'criterion':<36}{'all':>14}  " + " ".join(f"{f.split('/')[-1][:10]:>10}"

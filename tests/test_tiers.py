@@ -78,3 +78,28 @@ def test_measured_counts_per_family() -> None:
         m.add(family(repo), ok)
     assert (m.right, m.n, m.by_family) == (2, 3, {"a/x": [1, 2], "b/y": [1, 1]})
     assert earned_tier(m) is Tier.DECIDE
+
+
+def _merges(rule: str, repos: list[str], merges: int, size: int,
+            wrong: list[int]) -> list[tuple[str, str, bool, str]]:
+    """``merges`` merges of ``size`` candidates per repository; merge k has ``wrong[k]``
+    wrong ones (missing entries: none)."""
+    return [(rule, repo, i >= (wrong[k] if k < len(wrong) else 0), f"{repo}@{k}")
+            for repo in repos for k in range(merges) for i in range(size)]
+
+
+def test_a_rule_is_counted_by_merge_as_well_as_by_hunk() -> None:
+    repos = ["a/x", "b/y", "c/z", "d/w"]
+    # 95 of 100 right in each family either way; only how the misses fall differs.
+    spread = measure(_merges("r", repos, 20, 5, [1, 1, 1, 1, 1]))["r"]
+    clustered = measure(_merges("r", repos, 20, 5, [5]))["r"]
+    assert spread.right == clustered.right == 380 and spread.lower >= 0.80
+    # One miss in each of five merges: 15 of 20 merges all right in each family.
+    assert (spread.merges_right, len(spread.by_merge)) == (60, 80)
+    tier, why = spread.earned()
+    assert tier is Tier.DECIDE and why == f"by merge: 60 of 80, {spread.merge_lower:.3f} < 0.80"
+    # The five misses in one merge: 19 of 20 merges right in each family.
+    assert clustered.earned() == (Tier.CONFIRM, f"bound {clustered.lower:.3f} < 0.97")
+    # A record without its merge is a merge of its own: the hunk count, as before.
+    plain = measure([r[:3] for r in _merges("r", repos, 20, 5, [1, 1, 1, 1, 1])])["r"]
+    assert len(plain.by_merge) == plain.n == 400 and plain.merge_lower == plain.lower
