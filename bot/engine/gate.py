@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.engine.report import (
     CHECK_SUMMARY_LIMIT,
+    own_question,
     render_check_output,
     warning_annotations,
     workflow_changes,
@@ -58,10 +59,8 @@ class Remaining:
 
 
 def item_message(item: dict[str, Any]) -> str:
-    """What an annotation says of an item: a hunk's reason (what each side did; its
-    question is the same everywhere), a file's, flag's or port's own question."""
-    asks = item.get("question") if item.get("kind") != "conflict" else None
-    what = asks or item.get("reason") or item.get("question") or "conflict"
+    """What an annotation says of an item: its own question, or its reason."""
+    what = own_question(item) or item.get("reason") or item.get("question") or "conflict"
     return f"{item['id']} ({item.get('tier', '')}): {what}"
 
 

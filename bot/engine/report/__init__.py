@@ -38,7 +38,14 @@ from bot.engine.report.body import (
 )
 from bot.engine.report.check import render_check_output, warning_annotations
 from bot.engine.report.comments import render_comment, render_review_comment
-from bot.engine.report.groups import Group, group_items, id_ranges, recommend, who_deleted
+from bot.engine.report.groups import (
+    Group,
+    group_items,
+    id_ranges,
+    own_question,
+    recommend,
+    who_deleted,
+)
 from bot.engine.report.limits import (
     BODY_LIMIT,
     CHECK_SUMMARY_LIMIT,
@@ -53,7 +60,8 @@ from bot.engine.report.workflows import workflow_changes
 __all__ = [
     "BEGIN", "BODY_LIMIT", "CHECK_SUMMARY_LIMIT", "END", "SIDE_LIMIT", "STATUS_ORDER", "TIERS",
     "Group", "balanced_cut", "cut_side", "fence", "file_done", "group_items", "human_summary",
-    "id_ranges", "is_balanced", "merge_body", "needs_overflow", "open_items", "recommend",
+    "id_ranges", "is_balanced", "merge_body", "needs_overflow", "open_items", "own_question",
+    "recommend",
     "render_body", "render_check_output", "render_comment", "render_json", "render_markdown",
     "render_review_comment", "render_section", "tip_reason", "warning_annotations",
     "who_deleted", "workflow_changes",

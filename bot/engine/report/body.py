@@ -11,7 +11,14 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from bot.engine.report.groups import Group, follow_hint, group_items, id_ranges, recommend
+from bot.engine.report.groups import (
+    Group,
+    follow_hint,
+    group_items,
+    id_ranges,
+    own_question,
+    recommend,
+)
 from bot.engine.report.limits import BODY_LIMIT, balanced_cut
 from bot.engine.report.workflows import WORKFLOW_DIFF_LIMIT, workflow_changes
 
@@ -175,10 +182,10 @@ def _state(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
 
 
 def _detail(item: Json) -> str:
-    """A Decide file, flag or port asks its question; a hunk says what each side did (its
-    choices are the same everywhere); Confirm and Settled say what the proposal does."""
-    asks = item["tier"] == "Decide" and item.get("question") and item.get("kind") != "conflict"
-    return str(item["question"] if asks else item["reason"])
+    """A Decide item asks its own question, if it has one; otherwise the reason says what
+    each side did, or what the proposal does."""
+    question = own_question(item) if item["tier"] == "Decide" else None
+    return str(question or item["reason"])
 
 
 def _decision_line(item: Json, answers: dict[str, str], resolved: set[str]) -> str:

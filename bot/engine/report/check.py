@@ -40,8 +40,9 @@ def render_check_output(plan: Json, remaining_markers: dict[str, int],
         open_ids = {str(i["id"]) for i in open_decisions}
         skip = {str(i["id"]) for f in plan.get("files", []) for i in f.get("review_items", [])
                 } - open_ids
-        known = {i for g in group_items(plan, skip=skip) for i in g.ids}
-        for g in group_items(plan, skip=skip):
+        groups = group_items(plan, skip=skip)
+        known = {i for g in groups for i in g.ids}
+        for g in groups:
             command = f" — `{g.command}`" if g.command else ""
             lines.append(f"- **{id_ranges(g.ids)}** {g.title}{command}")
         lines += [_decision_line(i, {}, set()) for i in open_decisions

@@ -6,7 +6,13 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from bot.engine.report.groups import id_ranges, pr_label, recommend, who_deleted
+from bot.engine.report.groups import (
+    id_ranges,
+    own_question,
+    pr_label,
+    recommend,
+    who_deleted,
+)
 from bot.engine.report.limits import BODY_LIMIT, SIDE_LIMIT, balanced_cut, cut_side, fence
 
 Json = dict[str, Any]
@@ -89,9 +95,9 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
     prs = _prs_line(item, plan)
     if prs:
         out.append(prs)
-    if item.get("question") and item["tier"] != "Settled" and item.get("kind") != "conflict":
-        # A hunk's choices are in the answer line below; a file, flag or port asks its own.
-        out.append(item["question"])
+    question = own_question(item)
+    if question:
+        out.append(question)
     earlier = item.get("earlier")
     if item.get("kind") == "conflict" and earlier and not earlier.get("applies"):
         # The region changed again since someone resolved it: show what they had.

@@ -99,6 +99,15 @@ def who_deleted(item: Json) -> str | None:
     return None
 
 
+def own_question(item: Json) -> str | None:
+    """The question only this item asks: a file's, a flag's or a port's. A hunk asks the
+    same one everywhere (its answers are listed below it), so its reason, which says what
+    each side did, speaks for it; a Settled item asks nothing."""
+    if item.get("kind") == "conflict" or item.get("tier") == "Settled":
+        return None
+    return item.get("question") or None
+
+
 def _prs(numbers: Iterable[int]) -> str:
     return ", ".join(f"#{n}" for n in numbers)
 
@@ -247,8 +256,8 @@ def _title(plan: Json, g: Group) -> str:
     return f"{pr_label(plan, g.prs)}: {what} {places}"
 
 
-__all__ = ["Group", "group_items", "id_number", "id_ranges", "lines_at_stake", "pr_label",
-           "recommend", "who_deleted"]
+__all__ = ["Group", "group_items", "id_number", "id_ranges", "lines_at_stake", "own_question",
+           "pr_label", "recommend", "who_deleted"]
 
 
 # Replayed merges (training: 2,046; valid2: 341): where the first two or more conflict
