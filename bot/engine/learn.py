@@ -30,7 +30,7 @@ from bot.engine.git import CatFile, Git
 from bot.engine.markers import (
     MARKER_SIZE,
     find_marker_regions_in_lines,
-    marker_kind,
+    has_markers,
     split_lines,
 )
 from bot.engine.model import Tier
@@ -224,7 +224,8 @@ def sync_outcomes(git: Git, cat: CatFile, commit: str, rev: str) -> list[Outcome
         marked = _text_at(cat, commit, path)
         if marked is None or not find_marker_regions_in_lines(split_lines(marked)):
             continue
-        if _has_markers(_text_at(cat, parents[0], path)):
+        before = _text_at(cat, parents[0], path)
+        if before is not None and has_markers(before):
             continue
         later = git.text("log", "--format=%H", "--reverse", "--ancestry-path",
                          f"{commit}..{rev}", "--", path).split()
@@ -233,17 +234,13 @@ def sync_outcomes(git: Git, cat: CatFile, commit: str, rev: str) -> list[Outcome
             text = _text_at(cat, sha, path)
             if text is None:
                 break  # deleted, or no longer text: nothing to compare with
-            if not _has_markers(text):
+            if not has_markers(text):
                 resolved = text
                 break
         if resolved is None:
             continue
         out += _outcomes(commit, path, replay_file(path, marked, resolved, added_both=False))
     return out
-
-
-def _has_markers(text: str | None) -> bool:
-    return text is not None and any(marker_kind(ln) is not None for ln in split_lines(text))
 
 
 def _text_at(cat: CatFile, rev: str, path: str) -> str | None:

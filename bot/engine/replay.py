@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from bot.engine.git import Git
 from bot.engine.markers import (
     MARKER_SIZE,
-    MarkerKind,
     MarkerRegion,
     find_marker_regions_in_lines,
-    marker_kind,
+    has_markers,
     split_lines,
 )
 from bot.engine.suggest import Proposal, propose_region
@@ -211,9 +210,8 @@ def replay_file(path: str, merged: str, resolved: str, *, added_both: bool,
             continue
         piece = committed[where[0]:where[1]]
         shift = where[1] - region.end_line
-        if find_marker_regions_in_lines(piece, size) or any(
-                marker_kind(ln, size) in (MarkerKind.OURS, MarkerKind.THEIRS)
-                or ln.startswith(("<<<<<<< ", ">>>>>>> ")) for ln in piece):
+        # A region left whole or in part, at the file's marker size or git's default.
+        if any(has_markers("".join(piece), s) for s in {size, MARKER_SIZE}):
             out.committed_with_markers += 1
             continue
         prop = propose_region(lines, region, added_both=added_both, path=path)
