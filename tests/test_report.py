@@ -106,6 +106,18 @@ def test_decide_comment_shows_both_changes_as_diffs_and_offers_no_side() -> None
     assert "`/sync answer Q2 theirs` takes upstream's" in text
 
 
+def test_a_side_that_deleted_a_blank_line_shows_the_deletion() -> None:
+    # An empty side is no lines, not one empty line: upstream deleting a blank line the
+    # fork replaced with a comment is a change, and its diff says so.
+    item = _item(6, "vime/ray/utils.py")
+    item.update(ours="  # vime\n", base="\n", theirs="", suggestion="  # vime\n",
+                rule="upstream layout only")
+    text = render_review_comment(item)
+    assert "no change from base" not in text
+    assert "--- base\n+++ theirs\n@@ -1 +0,0 @@\n-\n```" in text
+    assert "--- base\n+++ ours\n@@ -1 +1 @@\n-\n+  # vime\n```" in text
+
+
 def test_decide_starting_point_and_confirm_proposal_are_labelled_differently() -> None:
     decide = _item(3, "vime/f2.py")
     decide["suggestion"] = "a\nc\n"

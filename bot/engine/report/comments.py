@@ -48,6 +48,8 @@ def change_diff(old: str, new: str, old_name: str, new_name: str) -> str:
 
 
 def _diff_lines(text: str) -> list[str]:
+    if not text:
+        return []  # no lines at all, not one empty line: deleting a blank line is a change
     return [ln.rstrip("\r") for ln in text.split("\n")][: -1 if text.endswith("\n") else None]
 
 
