@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from bot.engine import suggest
 from bot.engine.markers import find_marker_regions_in_lines, split_lines
 from bot.engine.model import Tier
-from bot.engine.remerge import merge_lines, merge_words, tokens
+from bot.engine.remerge import fine_merge, merge_lines, merge_words, tokens
 from bot.engine.suggest import (
+    MERGED_INTO_THEIRS,
     THEIRS_HOLDS_FORK,
     Hunk,
     is_data_file,
@@ -231,8 +232,22 @@ def test_upstreams_change_already_in_the_fork_by_words_is_a_starting_point() -> 
     p = propose("call(b, 2)\n", "call(a, 1)\n", "call(b, 1)\n")
     assert p.tier is Tier.DECIDE and p.rule == "already in ours, by words"
     assert p.suggestion == "call(b, 2)\n"
+    # The mirror: the word merge of both edits lands on upstream's text. That is both
+    # edits, not upstream's side over the fork's, so it is offered like any clean merge.
     mine = propose("call(b, 1)\n", "call(a, 1)\n", "call(b, 2)\n")
-    assert mine.rule == "already in theirs, by words" and mine.suggestion is None
+    assert mine.rule == "already in theirs, by words" and mine.tier is Tier.DECIDE
+    assert mine.suggestion == "call(b, 2)\n" and "suggested" in mine.choices
+    assert "fork changed `call(a, 1)` to `call(b, 1)`" in mine.reason
+
+
+def test_upstreams_side_is_offered_only_where_the_finer_merge_lands_on_it() -> None:
+    # Counting lines is no merge: the fork's line also occurs in upstream's, which moved
+    # it. Its candidate is upstream's side, named but never one click.
+    by_lines = propose("b\nx\n", "a\nb\n", "x\nb\ny\n")
+    assert by_lines.rule == "already in theirs, by lines"
+    assert by_lines.candidate == "x\nb\ny\n" and by_lines.suggestion is None
+    merged = propose("a\nb\n", "a\n", "a\nb\nc\n")
+    assert merged.rule == "already in theirs" and merged.suggestion == "a\nb\nc\n"
 
 
 def test_whole_file_deletions_keep_the_deletion() -> None:
@@ -344,11 +359,13 @@ lines_st = st.lists(st.sampled_from(["a\n", "b\n", "c\n", "end\n", "\n", "x = 1\
 @settings(max_examples=300, deadline=None)
 @given(lines_st, lines_st, lines_st)
 def test_tiers_keep_their_promises(ours: str, base: str, theirs: str) -> None:
-    """Whatever the hunk: Decide never offers upstream's side alone, a suggestion never
-    holds a marker, and a suggestion keeps every line both sides agree to add."""
+    """Whatever the hunk: Decide offers upstream's side only where the finer merge of
+    both edits, clean, is that text; a suggestion never holds a marker; and a suggestion
+    keeps every line both sides agree to add."""
     p = propose(ours, base, theirs)
-    if p.tier is Tier.DECIDE and ours != theirs:
-        assert p.suggestion != theirs
+    if p.tier is Tier.DECIDE and ours != theirs and p.suggestion == theirs:
+        merged = fine_merge(base, ours, theirs)
+        assert p.rule in MERGED_INTO_THEIRS and merged is not None and merged.text == theirs
     if p.suggestion is not None:
         assert "<<<<<<<" not in p.suggestion and ">>>>>>>" not in p.suggestion
     if p.tier is Tier.DECIDE and p.suggestion is None and p.candidate is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pytest
 
 from bot.engine.model import Tier
-from bot.engine.suggest import RULE_TIERS, Hunk, propose_hunk
+from bot.engine.suggest import MERGED_INTO_THEIRS, RULE_TIERS, Hunk, propose_hunk
 
 SAME = "<the committed text>"  # the suggestion (or candidate) is what people committed
 
@@ -182,12 +182,11 @@ CASES = [
     Case("ROCm/vllm@6e79dcf87e:vllm/model_executor/models/dbrx.py",
          # Both add the same skip; upstream's addition also remaps the name after it: the
          # fork's lines are already in upstream's. Round 3: "already in theirs" was right in
-         # 23 of 26 (bound 0.71): a Decide, was a Confirm. Its candidate is upstream's side,
-         # so it is named (answer `theirs`), never offered in one click.
+         # 23 of 26 (bound 0.71): a Decide, was a Confirm. Round 6: the finer merge of both
+         # edits is upstream's text, so it is offered as a starting point, people's text.
          Hunk(ours="        if missing(n):\n            continue\n", base="",
               theirs="        if missing(n):\n            continue\n        n = remap(n)\n"),
-         "        if missing(n):\n            continue\n        n = remap(n)\n", Tier.DECIDE,
-         None, "committed"),
+         "        if missing(n):\n            continue\n        n = remap(n)\n", Tier.DECIDE),
     Case("adafruit/circuitpython@0a60aee3e4:ports/mimxrt10xx/background.c",
          # The fork only re-indented a line; upstream opened a function above it. Round 3:
          # "fork layout only" was right in 20 of 28: a Decide, was a Confirm.
@@ -219,7 +218,9 @@ def test_replayed_conflict(case: Case) -> None:
     assert p.suggestion == case.expected
     assert p.candidate == case.expected_candidate
     if p.tier is Tier.DECIDE:
-        assert {"ours", "theirs"} <= set(p.choices) and p.suggestion != case.hunk.theirs
+        assert {"ours", "theirs"} <= set(p.choices)
+        # Upstream's side is offered only as the finer merge of both edits.
+        assert p.suggestion != case.hunk.theirs or p.rule in MERGED_INTO_THEIRS
         assert ("suggested" in p.choices) == (p.suggestion is not None)
 
 
