@@ -383,8 +383,8 @@ async def test_upstream_merge_opens_a_draft_pr_with_one_review_and_a_failing_che
     assert same_line.body.count("/sync answer") == 2  # ours and theirs, in the answer line
     assert "or combine them by hand?" not in same_line.body  # no generic question
     assert "2 of 3 conflict hunks have a one-click suggestion" in pr.body
-    assert ("**Open, by what each needs:** 1 hunk to combine by hand (both edits shown as "
-            "diffs) · 2 starting points to check, one click each.") in pr.body
+    assert ("| 1 hunk to combine by hand (both edits shown as diffs) | Q2 |\n"
+            "| 2 starting points to check, one click each | Q1, Q3 |\n") in pr.body
 
     run = world.check(commit1)
     assert run.status == "completed" and run.conclusion == "failure"
@@ -471,8 +471,8 @@ async def test_a_committed_suggestion_and_pushed_resolutions_tick_the_checklist_
     pr = world.sync_pr()
     assert pr.head_sha == head
     assert f"- [x] `{A}`" in pr.body and f"- [ ] `{B}`" in pr.body
-    assert ("**Open, by what each needs:** 1 hunk to combine by hand (both edits shown as "
-            "diffs) · 1 starting point to check, one click each.") in pr.body
+    assert ("| 1 hunk to combine by hand (both edits shown as diffs) | Q2 |\n"
+            "| 1 starting point to check, one click each | Q3 |\n") in pr.body
     run = world.check(head)
     assert run.conclusion == "failure"
     assert sorted(a["path"] for a in markers(run)) == [B, B]

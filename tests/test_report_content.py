@@ -264,10 +264,13 @@ def test_the_body_counts_open_items_by_what_each_needs_and_follows_the_answers()
     deleted = _proposed(4, "vime/c.py", base.replace("f(a)", "f(a, v)"), base, "")
     plan = _plan_with([gone, start, by_hand, deleted])
     body = render_body(plan)
-    assert ("**Open, by what each needs:** 1 file one side deleted: keep or delete · 1 hunk "
-            "to combine by hand (both edits shown as diffs) · 1 hunk with a recommended "
-            "answer, one command each · 1 starting point to check, one click each.") in body
-    # The body is rendered again as items close: the count follows.
+    assert ("**Open, by what each needs:**\n\n| what it needs | items |\n|---|---|\n"
+            "| 1 file one side deleted: keep or delete | Q1 |\n"
+            "| 1 hunk to combine by hand (both edits shown as diffs) | Q3 |\n"
+            "| 1 hunk with a recommended answer, one command each | Q4 |\n"
+            "| 1 starting point to check, one click each | Q2 |\n\n") in body
+    # The body is rendered again as items close: the table follows.
     later = render_body(plan, resolved={"Q1", "Q2", "Q4"})
-    assert "**Open, by what each needs:** 1 hunk to combine by hand" in later
-    assert "starting point" not in later.split("**Open")[1].split("\n")[0]
+    assert ("**Open, by what each needs:**\n\n| what it needs | items |\n|---|---|\n"
+            "| 1 hunk to combine by hand (both edits shown as diffs) | Q3 |\n\n") in later
+    assert render_body(plan, resolved={"Q1", "Q2", "Q3", "Q4"}).count("what it needs") == 0

@@ -236,9 +236,12 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
     open_tiers = Counter(i["tier"] for i in items if _is_open(i, answers, resolved))
     counts = " · ".join(f"**{t}** ({tiers[t]}, {open_tiers[t]} open)" for t in TIERS
                         if tiers[t])
-    work = workload([i for i in items if _is_open(i, answers, resolved)])
+    open_items = [i for i in items if _is_open(i, answers, resolved)]
+    rows = workload_rows(open_items)
+    table = ["| what it needs | items |", "|---|---|",
+             *(f"| {need} | {_id_list(ids)} |" for need, ids in rows), ""] if rows else []
     out = [f"### Decisions: {len(items)} items in {len(groups)} groups", "", counts, "",
-           *([f"**Open, by what each needs:** {work}.", ""] if work else []),
+           *(["**Open, by what each needs:**", "", *table] if rows else []),
            "The weightiest first: whole-file conflicts (modify/delete), files to port by hand, "
            "then conflict hunks by lines at stake. Each group says what we recommend; one "
            "command answers a whole group.", ""]
@@ -274,12 +277,27 @@ def _need(item: Json) -> str:
     return "answer" if recommend(item)[1] else "by hand"
 
 
+def workload_rows(items: list[Json]) -> list[tuple[str, list[str]]]:
+    """The open items by what each needs of a person, most work first: the phrase with
+    its count, and the items' ids in order (the table a hand-written sync PR keeps:
+    "Decide: Q26 · Q37 · Q43")."""
+    needs: dict[str, list[str]] = {}
+    for i in items:
+        if i.get("kind") != "policy":
+            needs.setdefault(_need(i), []).append(str(i["id"]))
+    return [(text.format(n=len(needs[key]), s="s" if len(needs[key]) != 1 else ""),
+             sorted(needs[key], key=_id_number)) for key, text in _NEEDS if key in needs]
+
+
 def workload(items: list[Json]) -> str:
     """The open items counted by what each needs of a person: the size of the job, at a
     glance, the way a hand-written sync PR says "3 genuine decisions + 6 to confirm"."""
-    needs = Counter(_need(i) for i in items if i.get("kind") != "policy")
-    return " · ".join(text.format(n=needs[key], s="s" if needs[key] != 1 else "")
-                      for key, text in _NEEDS if needs[key])
+    return " · ".join(need for need, _ in workload_rows(items))
+
+
+def _id_number(item_id: str) -> tuple[int, str]:
+    digits = item_id.lstrip("Q")
+    return (int(digits), "") if digits.isdigit() else (0, item_id)
 
 
 def _upstream_prs(plan: Json, limit: int | None = None) -> list[str]:
