@@ -274,3 +274,21 @@ def test_the_body_counts_open_items_by_what_each_needs_and_follows_the_answers()
     assert ("**Open, by what each needs:**\n\n| what it needs | items |\n|---|---|\n"
             "| 1 hunk to combine by hand (both edits shown as diffs) | Q3 |\n\n") in later
     assert render_body(plan, resolved={"Q1", "Q2", "Q3", "Q4"}).count("what it needs") == 0
+
+
+def test_a_group_of_one_says_its_id_and_path_once_and_counts_many_prs() -> None:
+    one = _conflict(1, "vime/one.py", "t = 60\n", "t = 30\n", "t = 10\n", [101])
+    gone = _item(2, "vime/gone.py", kind="file")
+    gone.update(sides={"ours": None, "theirs": {"mode": "100644", "oid": "f" * 40}},
+                prs=[100, 103, 104, 105], start_line=None, end_line=None)
+    body = render_body(_plan_with([one, gone]))
+    assert body.count("`vime/one.py`") == 2  # the group's title and the checklist
+    assert "\n  - L10–15: both sides changed the same lines differently\n" in body
+    # Four PRs: the title lists them, the recommendation counts them.
+    assert "upstream #100, #103, #104, #105 changed it" in body
+    assert ("Recommended: keep the fork's deletion, unless the fork needs these 4 upstream "
+            "PRs' change") in body
+    # A settled group's title names no path: its items still do.
+    settled = _item(3, "vime/kept.py", kind="policy")
+    settled.update(tier="Settled", reason="policy `ours`", start_line=None, end_line=None)
+    assert "\n  - Q3 `vime/kept.py`: policy `ours`" in render_body(_plan_with([settled]))

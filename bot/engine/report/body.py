@@ -15,6 +15,7 @@ from bot.engine.report.groups import (
     Group,
     follow_hint,
     group_items,
+    id_number,
     id_ranges,
     own_question,
     recommend,
@@ -218,10 +219,15 @@ def _group_lines(g: Group, answers: dict[str, str], resolved: set[str],
     if compact:
         return out
     for item in g.items:
-        where = f"{_code(item['path'])}{_lines(item)}"
         own, _ = recommend(item)
         detail = _detail(item)
-        tail = f" — {own}" if len(g.items) > 1 and own != g.action else ""
+        if len(g.items) == 1 and f"`{item['path']}`" in g.title:  # named by the title
+            where = _lines(item).strip()
+            out.append(f"  - {where + ': ' if where else ''}{detail}"
+                       f"{_state(item, answers, resolved)}")
+            continue
+        where = f"{_code(item['path'])}{_lines(item)}"
+        tail = f" — {own}" if own != g.action else ""
         out.append(f"  - {item['id']} {where}: {detail}{tail}{_state(item, answers, resolved)}")
     return out
 
@@ -286,7 +292,7 @@ def workload_rows(items: list[Json]) -> list[tuple[str, list[str]]]:
         if i.get("kind") != "policy":
             needs.setdefault(_need(i), []).append(str(i["id"]))
     return [(text.format(n=len(needs[key]), s="s" if len(needs[key]) != 1 else ""),
-             sorted(needs[key], key=_id_number)) for key, text in _NEEDS if key in needs]
+             sorted(needs[key], key=id_number)) for key, text in _NEEDS if key in needs]
 
 
 def workload(items: list[Json]) -> str:
@@ -294,10 +300,6 @@ def workload(items: list[Json]) -> str:
     glance, the way a hand-written sync PR says "3 genuine decisions + 6 to confirm"."""
     return " · ".join(need for need, _ in workload_rows(items))
 
-
-def _id_number(item_id: str) -> tuple[int, str]:
-    digits = item_id.lstrip("Q")
-    return (int(digits), "") if digits.isdigit() else (0, item_id)
 
 
 def _upstream_prs(plan: Json, limit: int | None = None) -> list[str]:

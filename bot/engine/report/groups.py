@@ -122,13 +122,16 @@ def recommend(item: Json) -> tuple[str, str | None]:
     suggestion). The action does not repeat the item's reason: both are shown together.
     """
     kind, tier = item.get("kind"), item.get("tier")
-    prs = _prs(item.get("prs") or []) or "upstream"
+    numbers = item.get("prs") or []
+    # The title lists every PR; past three, the recommendation counts them instead.
+    prs = (_prs(numbers) or "upstream") if len(numbers) <= 3 else \
+        f"these {len(numbers)} upstream PRs"
     choices = [str(c) for c in item.get("choices") or []]
     if kind == "policy" or tier == "Settled":
         return "nothing to do: settled (the suggestion, where there is one, applies it)", None
     if kind == "file":
         if who_deleted(item) == "fork":
-            return (f"keep the fork's deletion, unless the fork needs {prs}'s change "
+            return (f"keep the fork's deletion, unless the fork needs {_possessive(prs)} change "
                     "(then take theirs and adapt it)", "ours")
         if who_deleted(item) == "upstream":
             return (f"decide whether the fork still needs its changes to this file: take "
@@ -136,7 +139,8 @@ def recommend(item: Json) -> tuple[str, str | None]:
                     "or keep the fork's version", None)
         return "pick the side to keep (git cannot merge this file line by line)", None
     if kind == "manual":
-        return f"port {prs}'s change to the fork's rewrite by hand, then answer `done`", "done"
+        return (f"port {_possessive(prs)} change to the fork's rewrite by hand, then answer "
+                "`done`", "done")
     if kind == "flag":
         return "check the flagged line has a fork equivalent; keep, adapt or drop it", None
     if item.get("suggestion") is not None:
@@ -164,8 +168,12 @@ def recommend(item: Json) -> tuple[str, str | None]:
     if fork <= upstream:
         return (f"combine by hand: apply the fork's {fork}-line edit to upstream's version "
                 f"({prs} changed {_n_lines(upstream)}; {shown})", None)
-    return (f"combine by hand: apply {prs}'s {upstream}-line change to the fork's version "
-            f"(the fork changed {_n_lines(fork)}; {shown})", None)
+    return (f"combine by hand: apply {_possessive(prs)} {upstream}-line change to the fork's "
+            f"version (the fork changed {_n_lines(fork)}; {shown})", None)
+
+
+def _possessive(prs: str) -> str:
+    return prs + ("'" if prs.endswith("s") else "'s")
 
 
 def _n_lines(n: int) -> str:
