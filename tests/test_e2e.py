@@ -516,8 +516,10 @@ async def test_one_committed_suggestion_resolves_its_hunk_and_no_other(world: Wo
                              if c.path == A)), (B, first_on_b.start_line)]
     pr = world.sync_pr()
     assert f"- [ ] `{B}`" in pr.body  # one of its two hunks is still open
-    resolved = re.findall(r"^\s*- (?:\*\*)?(Q\d+)(?:\*\*)? [^\n]* — resolved", pr.body,
-                          re.M)
+    # A group's title names its ids; each item's line under it carries its state (the id
+    # too, unless the group is that one item).
+    resolved = re.findall(r"^- \*\*(Q\d+)\*\*[^\n]*\n(?:  - [^\n]*\n)*?  - [^\n]* — resolved$",
+                          pr.body, re.M)
     assert len(resolved) == 1 and resolved[0] in second_on_b.body
     world.assert_clean()
 

@@ -207,6 +207,28 @@ def test_a_long_lines_change_is_shown_where_it_differs() -> None:
     assert "`" not in "".join(suggest.changed_span("`" * 70, "`" * 69 + "x"))
 
 
+def test_a_change_next_to_a_long_name_keeps_that_name_in_view() -> None:
+    # The name beside the change is longer than the context kept: it used to be dropped,
+    # and the change read `…` to `…  # vime`.
+    old = "from vime.utils.tracking import init_tracking, update_tracking_open_metrics"
+    assert suggest.changed_span(old, "from vime.utils.tracking import init_tracking") == (
+        "…import init_tracking, update_tracking_open_metrics", "…import init_tracking")
+    was, now = suggest.changed_span("a" * 80 + " x", "a" * 80 + " y")
+    assert (was, now) == ("…" + "a" * 28 + " x", "…" + "a" * 28 + " y")
+
+
+def test_an_edit_at_the_end_of_a_line_is_said_as_such() -> None:
+    line = "from vime.utils.tracking import init_tracking, update_tracking_open_metrics\n"
+    p = propose(line.replace("\n", "  # vime\n"), line, "from vime.utils.tracking import "
+                "init_tracking\n")
+    assert "the fork added `# vime` at the end of `…update_tracking_open_metrics`" in p.reason
+    q = propose("call(a)\n", "call(a)  # keep\n", "call(b)  # keep\n")
+    assert "the fork cut `# keep` from the end of `call(a)`" in q.reason
+    # Inside the last word is a change of that word: `10` to `1000` is no addition.
+    r = propose("beta = 100  # fork\n", "beta = 10\n", "beta = 1000  # upstream\n")
+    assert "Upstream changed `beta = 10` to `beta = 1000  # upstream`" in r.reason
+
+
 @given(st.text(min_size=61, max_size=200), st.text(min_size=61, max_size=200))
 @settings(max_examples=200, deadline=None)
 def test_a_long_lines_change_never_reads_as_no_change(old: str, new: str) -> None:

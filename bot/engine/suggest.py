@@ -356,6 +356,11 @@ def _what(base: str, side: str) -> str:
     if removed and not added:
         return f"deleted {_n(len(removed), 'line')}"
     if len(added) == len(removed) == 1:
+        was, now = removed[0].rstrip(), added[0].rstrip()
+        if _extends(was, now):  # a comment or an argument added at the end
+            return f"added `{_short(now[len(was):])}` at the end of `{_end_of(was)}`"
+        if _extends(now, was):
+            return f"cut `{_short(was[len(now):])}` from the end of `{_end_of(now)}`"
         was, now = changed_span(removed[0], added[0])
         return f"changed `{was}` to `{now}`"
     return f"changed {_n(max(len(added), len(removed)), 'line')}"
@@ -368,6 +373,26 @@ def _n(count: int, word: str) -> str:
 def _short(line: str, limit: int = 60) -> str:
     text = line.strip().replace("`", "'")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _extends(line: str, longer: str) -> bool:
+    """``longer`` is ``line`` with text added at its end, not inside its last word
+    (``x = 10`` to ``x = 1000`` is a change of the number, not an addition)."""
+    return (bool(line.strip()) and len(longer) > len(line) and longer.startswith(line)
+            and not (_WORD.match(line[-1]) and _WORD.match(longer[len(line)])))
+
+
+_WORD = re.compile(r"\w")
+
+
+def _end_of(line: str, limit: int = 40) -> str:
+    """The end of a line, which an edit at its end is found by: whole words, "…" before."""
+    text = line.strip().replace("`", "'")
+    if len(text) <= limit:
+        return text
+    cut = text[-limit:]
+    space = cut.find(" ")
+    return "…" + (cut[space + 1:] if 0 <= space < limit // 2 else cut)
 
 
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")
@@ -396,14 +421,18 @@ def changed_span(old: str, new: str, limit: int = 60) -> tuple[str, str]:
     # itself is short (an inserted word needs its surroundings to be found).
     changed = max(len("".join(ta[p:len(ta) - q])), len("".join(tb[p:len(tb) - q])))
     room = max(SPAN_CONTEXT, (limit - changed) // 2)
+    # At least one whole token on each side, however long: a change next to a long name
+    # would otherwise read as changed from `…` to `…x`.
     i = len(head)
-    while i > 0 and len("".join(head[i - 1:])) <= room:
+    while i > 0 and (len("".join(head[i - 1:])) <= room or not "".join(head[i:]).strip()):
         i -= 1
     j = 0
-    while j < len(tail) and len("".join(tail[:j + 1])) <= room:
+    while j < len(tail) and (len("".join(tail[:j + 1])) <= room or not "".join(tail[:j]).strip()):
         j += 1
     before, after = "".join(head[i:]).lstrip(), "".join(tail[:j]).rstrip()
-    lead, trail = ("…" if i else ""), ("…" if j < len(tail) else "")
+    lead = "…" if i or len(before) > room else ""
+    trail = "…" if j < len(tail) or len(after) > room else ""
+    before, after = before[-room:], after[:room]
     middle = max(8, limit - len(before) - len(after) - 2)
 
     def show(tokens: list[str]) -> str:
