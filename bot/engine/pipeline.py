@@ -19,7 +19,7 @@ from bot.engine.classify import Classifier
 from bot.engine.config import CONFIG_PATH, Config, load_config, load_config_file
 from bot.engine.configwarn import rule_warnings
 from bot.engine.git import CatFile, Git, TreeWriter, reading
-from bot.engine.learn import Learned
+from bot.engine.learn import LEARNED_PATH, Learned
 from bot.engine.learn import load_from as load_learned
 from bot.engine.merge import FORK, UPSTREAM, Entry, TreeIndex, commit_tree_oid, edit_tree, merge
 from bot.engine.model import Plan, conflicts_label
@@ -277,9 +277,14 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         ours_tree = commit_tree_oid(cat, ours, repo=FORK, what=f"the head of {fork_branch}")
         outcome = merge(work, cat, writer, ours_tree, cutoff, tip, translator, progress=say)
         say("classifying conflicts")
+        from_file = load_learned(fork_git, ours)
+        stale = []
+        if from_file is not None and from_file.warning:  # an older file: said, not used
+            stale = [{"kind": "learned-file", "path": LEARNED_PATH, "key": "learned",
+                      "message": from_file.warning}]
+            from_file = None
         classified = Classifier(work, cat, outcome, cfg, translator, window, cutoff,
-                                tip, workflows=workflows,
-                                learned=load_learned(fork_git, ours) or learned
+                                tip, workflows=workflows, learned=from_file or learned
                                 ).classify(writer)
     p = Plan(
         upstream_repo=cfg.upstream_repo, upstream_branch=cfg.upstream_branch, cutoff=cutoff,
@@ -287,7 +292,7 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         merged_tree=classified.merged_tree, work_git_dir=work.git_dir, fork_branch=fork_branch,
         messages=[m.text for m in outcome.messages if m.kind.startswith("CONFLICT")],
         tip_source="head" if at_head or not to_rev else to_rev.strip(),
-        warnings=rule_warnings(cfg, translator) + classified.warnings,
+        warnings=rule_warnings(cfg, translator) + classified.warnings + stale,
     )
     return p, fork_git
 
