@@ -30,6 +30,7 @@ import asyncio
 import json
 import math
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -85,6 +86,7 @@ async def simulate(fork_git: str, branch: str, preview: Path, root: Path) -> lis
     from bot.github.client import GitHubClient
     from tests.sim import Simulator
 
+    shutil.rmtree(root, ignore_errors=True)  # a simulator of an earlier run: start afresh
     sim = Simulator(root=root).start()
     problems = []
     try:
