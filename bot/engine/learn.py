@@ -21,7 +21,7 @@ Replayed with each fork's older merges teaching and its newer ones testing
 (``bench/replay_suggestions.py --learn``): counting hunks only (round 5), the ways were
 right in 145 of 150 later hunks of the training forks, 44 of 49 of valid2's and 22 of 22
 of valid3's, but 1,206 of 1,896 of valid4's (the lock file above). Counting merges too:
-145/150, 7/7, 22/22 and 152/200 (valid4's Foundry fork kept its own side less often in
+145/150, 7/7, 22/22 and 155/205 (valid4's Foundry fork kept its own side less often in
 its newer merges than in its older ones).
 """
 
@@ -384,8 +384,8 @@ def dumps(learned: Learned) -> str:
         "version": VERSION,
         "made": learned.made,
         "replayed": {"merges": learned.merges, "hunks": learned.hunks},
-        "criterion": "95% Wilson lower bound >= 0.80 (Confirm) or 0.97 (Settled), of the "
-                     "hunks and of the merges right at every hunk, in >= "
+        "criterion": "95% Wilson lower bound of the hunks >= 0.80 (Confirm) or 0.97 "
+                     "(Settled), the same share of its merges right at every hunk, in >= "
                      f"{MIN_MERGES} merges",
         "ways": [{"kind": w.kind, "key": w.key, "action": w.action, "right": w.right,
                   "n": w.n, "merges": len(w.merges), "merges_right": w.merges_right,

@@ -375,14 +375,14 @@ def _short(line: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_WORD = re.compile(r"\w")
+
+
 def _extends(line: str, longer: str) -> bool:
     """``longer`` is ``line`` with text added at its end, not inside its last word
     (``x = 10`` to ``x = 1000`` is a change of the number, not an addition)."""
     return (bool(line.strip()) and len(longer) > len(line) and longer.startswith(line)
             and not (_WORD.match(line[-1]) and _WORD.match(longer[len(line)])))
-
-
-_WORD = re.compile(r"\w")
 
 
 def _end_of(line: str, limit: int = 40) -> str:

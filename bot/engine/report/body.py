@@ -301,7 +301,6 @@ def workload(items: list[Json]) -> str:
     return " · ".join(need for need, _ in workload_rows(items))
 
 
-
 def _upstream_prs(plan: Json, limit: int | None = None) -> list[str]:
     """One line per upstream PR: title, author, summary, its files, and its review items."""
     window = plan["window"]
