@@ -134,8 +134,14 @@ def test_a_group_comment_names_every_id_and_one_command() -> None:
     for item in items:
         item["rule"] = "already in theirs"  # the evidence that lets `theirs` answer both
     text = render_comment(copy.deepcopy(items), _plan())
-    assert text.startswith("**Q3-Q4**: 2 review items in this thread.")
+    assert text.startswith("**Q3–Q4**: 2 review items in this thread.")
     assert "`/sync answer Q3-Q4 theirs`" in text
+    # The body and the check run name the group's ids the same way; commands keep the
+    # form the parser takes.
+    plan = _plan_with(copy.deepcopy(items))
+    assert "- **Q3–Q4** " in render_body(plan)
+    _, summary = render_check_output(plan, {"vime/a.py": 2}, copy.deepcopy(items))
+    assert "- **Q3–Q4** " in summary and "`/sync answer Q3-Q4 theirs`" in summary
     assert "```suggestion" not in text  # a Decide item without a proposal offers no side
     for item in items:
         item["suggestion"] = f"y\nz{item['id']}\n"

@@ -15,8 +15,8 @@ from bot.engine.report.groups import (
     Group,
     follow_hint,
     group_items,
+    id_list,
     id_number,
-    id_ranges,
     own_question,
     recommend,
 )
@@ -200,16 +200,12 @@ def _is_open(item: Json, answers: dict[str, str], resolved: set[str]) -> bool:
     return item["id"] not in resolved and item["id"] not in answers and item["kind"] != "policy"
 
 
-def _id_list(ids: list[str]) -> str:
-    return id_ranges(ids).replace(",", ", ").replace("-", "–") if len(ids) > 1 else ids[0]
-
-
 def _group_lines(g: Group, answers: dict[str, str], resolved: set[str],
                  compact: bool) -> list[str]:
     open_n = sum(1 for i in g.items if _is_open(i, answers, resolved))
     settled = g.items[0]["kind"] == "policy" or g.items[0]["tier"] == "Settled"
     done = " ✓" if not open_n and not settled else ""
-    out = [f"- **{_id_list(g.ids)}** {g.title}{done}"]
+    out = [f"- **{id_list(g.ids)}** {g.title}{done}"]
     if not settled:
         command = ""
         if g.command and open_n:
@@ -245,7 +241,7 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
     open_items = [i for i in items if _is_open(i, answers, resolved)]
     rows = workload_rows(open_items)
     table = ["| what it needs | items |", "|---|---|",
-             *(f"| {need} | {_id_list(ids)} |" for need, ids in rows), ""] if rows else []
+             *(f"| {need} | {id_list(ids)} |" for need, ids in rows), ""] if rows else []
     out = [f"### Decisions: {len(items)} items in {len(groups)} groups", "", counts, "",
            *(["**Open, by what each needs:**", "", *table] if rows else []),
            "The weightiest first: whole-file conflicts (modify/delete), files to port by hand, "
@@ -317,7 +313,7 @@ def _upstream_prs(plan: Json, limit: int | None = None) -> list[str]:
         files = list(e.get("files") or [])
         what = e.get("summary") or _where(files)
         ids = by_pr.get(e["number"], []) if e["number"] is not None else []
-        tail = f" · items {_id_list(ids)}" if ids else ""
+        tail = f" · items {id_list(ids)}" if ids else ""
         count = f" · {len(files)} file{'s' if len(files) != 1 else ''}" if files else ""
         out.append(f"- **{num}** {_inline(e['title'])} (@{e['author']}){count}{tail}"
                    + (f"  \n  {_inline(what)}" if what else ""))

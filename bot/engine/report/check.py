@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.engine.report.body import _code, _decision_line, workload
-from bot.engine.report.groups import group_items, id_ranges
+from bot.engine.report.groups import group_items, id_list
 from bot.engine.report.limits import CHECK_SUMMARY_LIMIT, balanced_cut
 
 Json = dict[str, Any]
@@ -44,7 +44,7 @@ def render_check_output(plan: Json, remaining_markers: dict[str, int],
         known = {i for g in groups for i in g.ids}
         for g in groups:
             command = f" — `{g.command}`" if g.command else ""
-            lines.append(f"- **{id_ranges(g.ids)}** {g.title}{command}")
+            lines.append(f"- **{id_list(g.ids)}** {g.title}{command}")
         lines += [_decision_line(i, {}, set()) for i in open_decisions
                   if str(i["id"]) not in known]
         lines.append("")

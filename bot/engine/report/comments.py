@@ -7,6 +7,7 @@ import difflib
 from typing import Any
 
 from bot.engine.report.groups import (
+    id_list,
     id_ranges,
     own_question,
     pr_label,
@@ -164,11 +165,12 @@ def render_comment(items: list[Json], plan: Json | None = None, *, anchor: str |
 
 
 def _group_header(items: list[Json]) -> str:
-    ids = id_ranges(str(i["id"]) for i in items)
+    ids = [str(i["id"]) for i in items]
     choices = {recommend(i)[1] for i in items}
-    line = f"**{ids}**: {len(items)} review items in this thread."
+    line = f"**{id_list(ids)}**: {len(items)} review items in this thread."
     if len(choices) == 1 and None not in choices:
-        line += f" One command answers them all: `/sync answer {ids} {choices.pop()}`"
+        line += (f" One command answers them all: `/sync answer {id_ranges(ids)} "
+                 f"{choices.pop()}`")
     return line
 
 

@@ -48,6 +48,11 @@ def id_number(item_id: str) -> int:
     return int(m.group()) if m else 0
 
 
+def id_list(ids: Iterable[str]) -> str:
+    """``Q1, Q3–Q5``: the ids as a reader sees them (``id_ranges`` is what commands take)."""
+    return id_ranges(ids).replace(",", ", ").replace("-", "–")
+
+
 def id_ranges(ids: Iterable[str]) -> str:
     """``Q1,Q3-Q5``: the ids as runs of consecutive numbers, which the command parser takes."""
     numbers = sorted({id_number(i) for i in ids})
@@ -264,8 +269,8 @@ def _title(plan: Json, g: Group) -> str:
     return f"{pr_label(plan, g.prs)}: {what} {places}"
 
 
-__all__ = ["Group", "group_items", "id_number", "id_ranges", "lines_at_stake", "own_question",
-           "pr_label", "recommend", "who_deleted"]
+__all__ = ["Group", "group_items", "id_list", "id_number", "id_ranges", "lines_at_stake",
+           "own_question", "pr_label", "recommend", "who_deleted"]
 
 
 # Replayed merges (training: 2,046; valid2: 341): where the first two or more conflict
