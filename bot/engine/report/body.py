@@ -16,7 +16,6 @@ from bot.engine.report.groups import (
     follow_hint,
     group_items,
     id_list,
-    id_number,
     own_question,
     recommend,
 )
@@ -281,14 +280,14 @@ def _need(item: Json) -> str:
 
 def workload_rows(items: list[Json]) -> list[tuple[str, list[str]]]:
     """The open items by what each needs of a person, most work first: the phrase with
-    its count, and the items' ids in order (the table a hand-written sync PR keeps:
+    its count, and the items' ids (the table a hand-written sync PR keeps:
     "Decide: Q26 · Q37 · Q43")."""
     needs: dict[str, list[str]] = {}
     for i in items:
         if i.get("kind") != "policy":
             needs.setdefault(_need(i), []).append(str(i["id"]))
-    return [(text.format(n=len(needs[key]), s="s" if len(needs[key]) != 1 else ""),
-             sorted(needs[key], key=id_number)) for key, text in _NEEDS if key in needs]
+    return [(text.format(n=len(needs[key]), s="s" if len(needs[key]) != 1 else ""), needs[key])
+            for key, text in _NEEDS if key in needs]
 
 
 def workload(items: list[Json]) -> str:
