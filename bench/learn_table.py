@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from bot.engine.follow import FOLLOW_MIN, file_follow, follow_ups
 from bot.engine.learn import Learned, Outcome, earn
 from bot.engine.model import Tier
-from bot.engine.report.groups import FOLLOW_MIN
 
 
 def outcome(c: Any) -> Outcome:
@@ -77,24 +77,48 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
 
 
 def follow_lines(cases: Sequence[Any]) -> list[str]:
-    """The checklist's hint, replayed: in each merge, within each file in line order, a
-    hunk whose earlier hunks (two or more) all took one side; how often it took it too."""
+    """The follow-ups, replayed: in each merge, within each file in line order (a person
+    working down the file, pushing as they go), a hunk whose earlier hunks (two or more)
+    all took one side. The checklist's hint names that side at every such hunk; the App's
+    review suggests it (``bot.engine.follow.follow_ups``: not where the hunk's own
+    suggestion is that side's text already). A hunk with a follow-up counts as right in one
+    click when the follow-up is, whatever its first suggestion was."""
     by_file: dict[tuple[str, str], list[Any]] = {}
     for c in cases:
         by_file.setdefault((c.merge, c.path), []).append(c)
     counts = {"ours": [0, 0], "theirs": [0, 0]}
+    offered = offered_right = gained = lost = 0
     for hunks in by_file.values():
         hunks.sort(key=lambda c: c.line)
-        taken = ["ours" if c.ours_right else "theirs" if c.theirs_right else None
-                 for c in hunks]
-        for i in range(FOLLOW_MIN, len(hunks)):
-            if taken[0] is not None and all(t == taken[0] for t in taken[:i]):
-                counts[taken[0]][0] += bool(hunks[i].ours_right if taken[0] == "ours"
-                                            else hunks[i].theirs_right)
-                counts[taken[0]][1] += 1
+        items = [{"id": f"Q{k + 1}", "kind": "conflict", "path": c.path, "ours": c.ours,
+                  "theirs": c.theirs, "suggestion": c.suggestion} for k, c in enumerate(hunks)]
+        said = {i["id"]: "ours" if c.ours_right else "theirs" if c.theirs_right else "edited"
+                for i, c in zip(items, hunks, strict=True)}
+        for k in range(FOLLOW_MIN, len(hunks)):
+            done = {i["id"] for i in items[:k]}
+            follow = file_follow(items[:k + 1], done, said)
+            if follow is None:
+                continue
+            c = hunks[k]
+            right = bool(c.ours_right if follow.side == "ours" else c.theirs_right)
+            counts[follow.side][0] += right
+            counts[follow.side][1] += 1
+            if not follow_ups({"files": [{"review_items": items[:k + 1]}]}, done, said):
+                continue  # its own suggestion is that side already
+            offered += 1
+            offered_right += right
+            gained += right and not c.right
+            lost += c.right and not right
     right = sum(r for r, _ in counts.values())
     n = sum(n for _, n in counts.values())
+    first = sum(c.right for c in cases)
+    after = first + gained - lost
     return [f"the checklist's hint (two or more earlier hunks of a file took one side: "
             f"the next one too?): right in {right} of {n} ({100 * right / max(1, n):.1f}%; "
             f"ours {counts['ours'][0]}/{counts['ours'][1]}, theirs "
-            f"{counts['theirs'][0]}/{counts['theirs'][1]}) of {len(cases)} hunks"]
+            f"{counts['theirs'][0]}/{counts['theirs'][1]}) of {len(cases)} hunks",
+            f"follow-up suggestions (the review, after each push): {offered} hunks, right in "
+            f"{offered_right} ({100 * offered_right / max(1, offered):.1f}%)",
+            f"right in one click, follow-ups counted: {after} of {len(cases)} "
+            f"({100 * after / max(1, len(cases)):.1f}%; at the first review "
+            f"{100 * first / max(1, len(cases)):.1f}%: {gained} gained, {lost} lost)"]

@@ -40,7 +40,7 @@ from tests.sim import Simulator, github_sim, signature  # noqa: F401 - github_si
 REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM = "THUDM/slime"
 FORK = "vime-org/vime"
-A, B = "vime/table_a.py", "vime/table_b.py"
+A, B, C = "vime/table_a.py", "vime/table_b.py", "vime/table_c.py"
 LEASE_SECONDS = 2.0
 
 
@@ -61,17 +61,22 @@ def edit(text: str, changes: dict[int, str]) -> str:
     return "".join(lines)
 
 
-def build_scenario(root: Path) -> Scenario:
+def build_scenario(root: Path, *, third_table: bool = False) -> Scenario:
     """Upstream + translated fork; the fork changed lines that upstream is about to change
     (beta_10) and lines right next to them (alpha_4, beta_29): git conflicts on all three,
-    and the finer re-merge has a starting point for the two neighbours."""
+    and the finer re-merge has a starting point for the two neighbours. ``third_table``
+    adds C, where both sides change the same three lines (three Decides, no suggestion)."""
     s = Scenario(root, config=PLAIN_CONFIG)
     s.upstream_pr(4, "Add tables", "dana", files={"slime/table_a.py": table("alpha"),
-                                                  "slime/table_b.py": table("beta")})
+                                                  "slime/table_b.py": table("beta"),
+                                                  **({"slime/table_c.py": table("gamma")}
+                                                     if third_table else {})})
     s.sync_fork()
     s.fork_commit("Fork: tune the tables", {
         A: edit(table("alpha"), {4: "alpha_4 = 40  # fork"}),
-        B: edit(table("beta"), {10: "beta_10 = 100  # fork", 29: "beta_29 = 290  # fork"})})
+        B: edit(table("beta"), {10: "beta_10 = 100  # fork", 29: "beta_29 = 290  # fork"}),
+        **({C: edit(table("gamma"), {n: f"gamma_{n} = {n}0  # fork" for n in (5, 15, 25)})}
+           if third_table else {})})
     return s
 
 
@@ -82,6 +87,8 @@ UPSTREAM_CHANGE = {
                                              30: "beta_30 = 3000  # upstream"}),
     "slime/fresh.py": "fresh = True\n",
 }
+C_CHANGE = {"slime/table_c.py": edit(table("gamma"), {n: f"gamma_{n} = {n}000  # upstream"
+                                                      for n in (5, 15, 25)})}
 
 
 def free_port() -> int:
@@ -216,10 +223,11 @@ class World:
                 raise AssertionError(f"the bot is still busy ({jobs}):\n{self.bot.log_tail()}")
             await asyncio.sleep(0.2)
 
-    async def merge_upstream(self, branch: str = "tune") -> str:
+    async def merge_upstream(self, branch: str = "tune",
+                             extra: dict[str, str] | None = None) -> str:
         """An upstream PR is merged on GitHub: sends push and pull_request closed."""
-        await self.sim.commit(UPSTREAM, branch, UPSTREAM_CHANGE, "Tune the tables",
-                              user="alice")
+        await self.sim.commit(UPSTREAM, branch, UPSTREAM_CHANGE | (extra or {}),
+                              "Tune the tables", user="alice")
         pr = await self.sim.open_pr(UPSTREAM, branch, title="Tune the tables", user="alice")
         return await self.sim.merge_pr(UPSTREAM, pr.number, method="squash", user="zhuzilin")
 
@@ -292,8 +300,8 @@ class World:
 async def world(github_sim: Simulator, tmp_path: Path,  # noqa: F811
                 request: pytest.FixtureRequest, backend: str,
                 store_location: str) -> AsyncIterator[World]:
-    scenario = build_scenario(tmp_path / "repos")
     param = getattr(request, "param", {})
+    scenario = build_scenario(tmp_path / "repos", third_table=bool(param.get("third_table")))
     private_upstream = bool(param.get("private_upstream"))
     github_sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False,
                            private=private_upstream)
@@ -521,6 +529,76 @@ async def test_one_committed_suggestion_resolves_its_hunk_and_no_other(world: Wo
     resolved = re.findall(r"^- \*\*(Q\d+)\*\*[^\n]*\n(?:  - [^\n]*\n)*?  - [^\n]* — resolved$",
                           pr.body, re.M)
     assert len(resolved) == 1 and resolved[0] in second_on_b.body
+    world.assert_clean()
+
+
+def take_regions(text: str, side: str, count: int) -> str:
+    """The first ``count`` marker regions of ``text`` replaced by one side, as by hand."""
+    lines = split_lines(text)
+    for region in reversed(find_marker_regions(text)[:count]):
+        lines[region.start_line - 1:region.end_line] = split_lines(getattr(region, side))
+    return "".join(lines)
+
+
+@pytest.mark.parametrize("world", [{"third_table": True}], indirect=True)
+async def test_two_hunks_resolved_alike_get_the_rest_of_the_file_a_one_click_follow_up(
+        world: World) -> None:
+    sim = world.sim
+    sim.add_collaborator(FORK, "vera", "write")
+    await world.merge_upstream(extra=C_CHANGE)
+    await world.idle()
+    pr = world.sync_pr()
+    commit1 = pr.head_sha
+    on_c = sorted((c for c in sim.review_comments(FORK, pr.number) if c.path == C),
+                  key=lambda c: c.line)
+    assert len(on_c) == 3 and all("```suggestion" not in c.body for c in on_c)
+
+    # vera keeps the fork's value in the first hunk only: no follow-up yet (one is not two).
+    head = await sim.commit(FORK, pr.head_ref, {C: take_regions(world.file_at(commit1, C),
+                                                                "ours", 1)},
+                            "Keep the fork's gamma_5", user="vera")
+    await world.idle()
+    assert len(sim.reviews(FORK, pr.number)) == 1
+
+    # ... then in the second one: the third gets a one-click suggestion of the fork's side.
+    writes = len(sim.writes())
+    head = await sim.commit(FORK, pr.head_ref, {C: take_regions(world.file_at(head, C),
+                                                                "ours", 1)},
+                            "Keep the fork's gamma_15", user="vera")
+    await world.idle()
+    reviews = sim.reviews(FORK, pr.number)
+    assert len(reviews) == 2
+    follow = reviews[-1]
+    assert follow.commit_id == head and f"<!-- forksync:follow {head} -->" in follow.body
+    assert f"- `{C}`: " in follow.body and "→ ours" in follow.body
+    (comment,) = [c for c in sim.review_comments(FORK, pr.number) if c.review_id == follow.id]
+    assert comment.path == C and comment.side == "RIGHT" and comment.start_side == "RIGHT"
+    region = world.file_at(head, C).splitlines()[comment.start_line - 1:comment.line]
+    assert region[0].startswith("<<<<<<<") and region[-1].startswith(">>>>>>>")
+    assert suggestion_of(comment.body) == "gamma_25 = 250  # fork\n"
+    assert "follow-up" in comment.body and "551 of 595" in comment.body
+    assert "+gamma_25 = 25000  # upstream" in comment.body  # what committing it drops
+    assert "/sync answer" in comment.body and "theirs`" in comment.body
+    # The push costs its body update, its check run and the one follow-up review.
+    assert len(sim.writes()) - writes <= 3
+
+    # The check runs again on the same head: nothing is posted twice.
+    before = world.snapshot()
+    await sim.rerequest_check_run(FORK, world.check(head).id, user="vera")
+    await world.idle()
+    assert world.snapshot()["reviews"] == before["reviews"]
+
+    # "Commit suggestion" resolves it; with A and B resolved too, the check passes.
+    text = commit_suggestion(world.file_at(head, C), comment)
+    head = await sim.commit(FORK, pr.head_ref, {
+        C: text, A: resolve_by_hand(world.file_at(head, A)),
+        B: resolve_by_hand(world.file_at(head, B))}, "Apply suggestion from code review",
+        user="vera")
+    await world.idle()
+    assert world.file_at(head, C) == edit(table("gamma"), {n: f"gamma_{n} = {n}0  # fork"
+                                                           for n in (5, 15, 25)})
+    assert world.check(head).conclusion == "success"
+    assert len(sim.reviews(FORK, pr.number)) == 2  # nothing is open: no new follow-up
     world.assert_clean()
 
 

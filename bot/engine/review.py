@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine.anchor import PrDiff, Thread, Where, place
+from bot.engine.follow import FollowUp, follow_marker
 from bot.engine.gate import annotation_batches, initial_remaining
 from bot.engine.git import Git
 from bot.engine.report import BODY_LIMIT, render_body, render_comment
+from bot.engine.report.comments import render_follow_comment
+from bot.engine.report.groups import id_list
 
 Json = dict[str, Any]
 
@@ -242,6 +245,38 @@ def unanchored_lines(items: Sequence[Json]) -> list[str]:
         out.append(f"- **{item['id']}** `{item['path']}`{where} ({item.get('tier', '')}): "
                    f"{item.get('question') or item.get('reason', '')}{_commands(item)}")
     return out
+
+
+def follow_review(head: str, placed: Sequence[tuple[FollowUp, int, int]],
+                  open_ids: dict[str, list[str]]) -> tuple[Json, list[FollowUp]] | None:
+    """The request body of the follow-up review of one head (:mod:`bot.engine.follow`): a
+    comment with a one-click suggestion on each region in ``placed`` (its lines at the
+    head), and the follow-ups it carries. None when no comment fits."""
+    comments, posted = [], []
+    for f, start, end in placed:
+        body = render_follow_comment(f, open_ids.get(f.item["path"], []))
+        if body is None:
+            continue
+        comment: Json = {"path": f.item["path"], "line": end, "side": "RIGHT", "body": body}
+        if start < end:
+            comment.update(start_line=start, start_side="RIGHT")
+        comments.append(comment)
+        posted.append(f)
+    if not comments:
+        return None
+    by_file: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
+    for f in posted:
+        by_file.setdefault((f.item["path"], f.side, f.after), []).append(f.item["id"])
+    n = len(comments)
+    lines = [f"**forksync** · {n} follow-up suggestion{'s' if n != 1 else ''} on "
+             f"`{head[:10]}`: in each file below, every hunk resolved so far took the same "
+             "side, so each open hunk offers that side in one click. Check what it drops "
+             "(each comment shows it) before you commit it.",
+             "\n".join(f"- `{path}`: {id_list(ids)} → {side} (as {id_list(list(after))})"
+                       for (path, side, after), ids in by_file.items()),
+             follow_marker(head)]
+    return {"commit_id": head, "event": "COMMENT", "body": "\n\n".join(lines),
+            "comments": comments}, posted
 
 
 def offending_comments(exc: BaseException, comments: Sequence[Json]) -> set[int]:

@@ -22,6 +22,8 @@ from bot.github.client import GitHubClient
 
 log = logging.getLogger(__name__)
 
+Json = dict[str, Any]
+
 
 async def pr_diff(gh: GitHubClient, fork: str, number: int) -> PrDiff | None:
     """The PR diff as GitHub shows it; from the file listing when it is too large for one."""
@@ -62,13 +64,39 @@ async def update_body(gh: GitHubClient, fork: str, number: int, old_body: str,
     return True
 
 
-async def review_posted(gh: GitHubClient, fork: str, number: int, commit: str) -> bool:
-    """Is the one review of ``commit`` already on the PR (found by its hidden marker)?"""
-    marker = review_marker(commit)
+async def review_posted(gh: GitHubClient, fork: str, number: int, commit: str, *,
+                        marker: str | None = None) -> bool:
+    """Is the one review of ``commit`` already on the PR (found by its hidden marker, or
+    by ``marker`` for another review the bot posts once)?"""
+    marker = marker or review_marker(commit)
     async for review in gh.getiter(f"/repos/{fork}/pulls/{number}/reviews"):
         if marker in (review.get("body") or ""):
             return True
     return False
+
+
+async def post_follow_review(gh: GitHubClient, fork: str, number: int, review: Json,
+                             marker: str) -> list[int]:
+    """Post a follow-up review once (found again by ``marker``); the indexes of its comments
+    GitHub took. A 422 leaves out the comments it names and tries once more."""
+    comments = review["comments"]
+    if await review_posted(gh, fork, number, "", marker=marker):
+        return list(range(len(comments)))
+    url = f"/repos/{fork}/pulls/{number}/reviews"
+    try:
+        await gh.post(url, data=review)
+        return list(range(len(comments)))
+    except BadRequest as exc:
+        if exc.status_code != 422:
+            raise
+        bad = offending_comments(exc, comments)
+        log.warning("%s#%d: follow-up review rejected (%s); %d comment(s) left out", fork,
+                    number, exc, len(bad))
+    kept = [k for k in range(len(comments)) if k not in bad]
+    if not kept:
+        return []
+    await gh.post(url, data=review | {"comments": [comments[k] for k in kept]})
+    return kept
 
 
 async def post_delivery(gh: GitHubClient, fork: str, number: int, delivery: Delivery, *,

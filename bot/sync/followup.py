@@ -10,7 +10,9 @@ entries of whole-file items from git. The rescan ticks the checklist in the PR b
 annotations on the remaining markers, marker lines outside any region, open decisions
 and translation residue in the lines people changed; success when none remain.
 
-At most 2 write requests per push: one body PATCH, one check-run request.
+At most 3 write requests per push: one body PATCH, one check-run request, and one review
+of follow-up suggestions (:mod:`bot.sync.follow`) when the hunks resolved so far in a file
+all took one side (a second try of it after a 422).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from bot.errors import ForksyncError, MissingObject
 from bot.github import remote
 from bot.github.checks import report_error, upsert_check_run
 from bot.github.pulls import update_body
+from bot.sync.follow import post_follow_ups
 from bot.sync.publish.pr import render_pr_body, retitle
 from bot.sync.state import load_fork_state, load_plan, save_fork_state
 
@@ -160,7 +163,8 @@ async def have_head(git: Git, sync: dict[str, Any], head_sha: str, url_and_token
 
 async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | None,
                  pr_number: int, head_sha: str) -> ScanResult | None:
-    """Job ``"rescan"``: tick the checklist and put the check on ``head_sha`` (≤ 2 writes)."""
+    """Job ``"rescan"``: tick the checklist, put the check on ``head_sha``, and suggest the
+side a file's resolved hunks all took on its open ones (≤ 3 writes, one more on a 422)."""
     fork = fork_full_name
     store, settings = ctx.store, ctx.settings
     state = await asyncio.to_thread(load_fork_state, store, fork)
@@ -207,6 +211,8 @@ async def rescan(ctx: JobContext, fork_full_name: str, installation_id: int | No
                                       behind=int(sync.get("behind", 0)), max_batches=1)
     sync.setdefault("check_runs", {})[head_sha] = check_id
     await asyncio.to_thread(save_fork_state, store, fork, state)
+    if await post_follow_ups(gh, fork, pr_number, head_sha, plan_json, sync, result, fork_git):
+        await asyncio.to_thread(save_fork_state, store, fork, state)
     return result
 
 

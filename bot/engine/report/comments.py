@@ -4,8 +4,10 @@ and a one-click suggestion for the anchored region, always within GitHub's limit
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from typing import Any
 
+from bot.engine.follow import EVIDENCE, FollowUp
 from bot.engine.report.groups import (
     id_list,
     id_ranges,
@@ -180,4 +182,37 @@ def render_review_comment(item: Json, plan: Json | None = None, *,
     return render_comment([item], plan, blob_url=blob_url)
 
 
-__all__ = ["render_comment", "render_review_comment"]
+def render_follow_comment(follow: FollowUp, open_ids: Sequence[str], *,
+                          limit: int = BODY_LIMIT) -> str | None:
+    """The comment of a follow-up suggestion (:mod:`bot.engine.follow`): the side the
+    file's resolved hunks all took, in one click, and what committing it drops. None when
+    the side's text does not fit: a suggestion is never cut."""
+    item, side = follow.item, follow.side
+    other = "theirs" if side == "ours" else "ours"
+    whose = "the fork's side (ours)" if side == "ours" else "upstream's side (theirs)"
+    dropped = ("upstream's change (base → theirs)" if side == "ours"
+               else "the fork's change (base → ours)")
+    after = id_list(list(follow.after))
+    head = (f"**{item['id']} · follow-up: {whose}, like {after}** — every hunk of this file "
+            f"resolved so far ({after}) took {whose}, so this one offers it in one click. "
+            f"{EVIDENCE[0].upper()}{EVIDENCE[1:]}: check that {dropped.split(' (')[0]} "
+            "below can go.")
+    rest = [x for x in open_ids if x != item["id"]]
+    tail = (f"Other answers: `/sync answer {item['id']} {other}` takes "
+            f"{'upstream' if other == 'theirs' else 'the fork'}'s side instead, or edit the "
+            "region by hand." + (f" Every open hunk of this file alike, in one command: "
+                                 f"`/sync answer {id_ranges([item['id'], *rest])} {side}`."
+                                 if rest else ""))
+    suggestion = fence(follow.text, "suggestion")
+    for budget in (SIDE_LIMIT, SIDE_LIMIT // 6, 200):
+        diff = change_diff(item.get("base") or "", item.get(other) or "", "base", other)
+        text, note = cut_side(diff, budget, None, f"the {other} diff")
+        body = "\n\n".join([head, f"One click takes {whose} for the whole region:",
+                             suggestion, f"Committing it drops {dropped}:", fence(text, "diff"),
+                             *([note] if note else []), tail])
+        if len(body) <= limit:
+            return body
+    return None
+
+
+__all__ = ["render_comment", "render_follow_comment", "render_review_comment"]

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.engine.follow import file_follow
 from bot.engine.suggest import THEIRS_HOLDS_FORK
 
 Json = dict[str, Any]
@@ -273,34 +274,14 @@ __all__ = ["Group", "group_items", "id_list", "id_number", "id_ranges", "lines_a
            "own_question", "pr_label", "recommend", "who_deleted"]
 
 
-# Replayed merges (training: 2,046; valid2: 341): where the first two or more conflict
-# hunks of a file were all resolved by taking one side, the next hunk of that file took
-# the same side in 851 of 919 cases (92.6%; `bench/replay_suggestions.py` reports it).
-FOLLOW_MIN = 2
-
-
-def _side_taken(item: Json, how: str | None) -> str | None:
-    """The side a resolved item took: an answer or a whole side, or a suggestion that was
-    one side's text; None for anything people wrote themselves."""
-    if how in ("ours", "theirs"):
-        return how
-    if how == "suggested" and item.get("suggestion") is not None:
-        for side in ("ours", "theirs"):
-            if item["suggestion"] == item.get(side):
-                return side
-    return None
-
-
 def follow_hint(items: Sequence[Json], resolved: set[str], resolutions: dict[str, str]) -> str:
     """For one file's items: when at least two of its conflict hunks are resolved and all
-    took the same side, the command that gives the same side to the hunks still open."""
-    hunks = [i for i in items if i.get("kind") == "conflict"]
-    done = [i for i in hunks if i["id"] in resolved]
-    open_ = [i for i in hunks if i["id"] not in resolved]
-    sides = {_side_taken(i, resolutions.get(i["id"])) for i in done}
-    if len(done) < FOLLOW_MIN or not open_ or len(sides) != 1 or None in sides:
+    took the same side, the command that gives the same side to the hunks still open
+    (:func:`bot.engine.follow.file_follow`; the review also suggests it on each)."""
+    follow = file_follow(items, resolved, resolutions)
+    if follow is None:
         return ""
-    (side,) = sides
+    side, done, open_ = follow.side, follow.done, follow.open
     whose = "the fork's side (ours)" if side == "ours" else "upstream's side (theirs)"
     return (f" · the {len(done)} resolved took {whose}; the rest alike? "
             f"`/sync answer {id_ranges([i['id'] for i in open_])} {side}`")

@@ -1,0 +1,203 @@
+"""Follow-up suggestions: once a file's resolved hunks all took one side, the open ones.
+
+Pure functions on plan items and a hand-written diff, and the posting through a fake
+GitHub (the end-to-end flow through the simulator is in ``tests/test_e2e.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+from typing import Any
+
+from gidgethub import BadRequest
+
+from bench.learn_table import follow_lines
+from bot.engine.anchor import PrDiff
+from bot.engine.follow import FOLLOW_MIN, file_follow, follow_marker, follow_ups, placed
+from bot.engine.gate import Remaining
+from bot.engine.report.comments import render_follow_comment
+from bot.engine.report.groups import follow_hint
+from bot.engine.review import follow_review
+from tests.test_e2e import suggestion_of
+
+PATH = "vime/t.py"
+
+
+def hunk(n: int, **kw: Any) -> dict[str, Any]:
+    return {"id": f"Q{n}", "kind": "conflict", "path": PATH, "tier": "Decide",
+            "base": f"t_{n} = {n}\n", "ours": f"t_{n} = {n}0  # fork\n",
+            "theirs": f"t_{n} = {n}000  # upstream\n", "suggestion": None} | kw
+
+
+ITEMS = [hunk(1), hunk(2), hunk(3), hunk(4)]
+
+
+def plan(*items: dict[str, Any]) -> dict[str, Any]:
+    return {"files": [{"path": PATH, "status": "conflict", "review_items": list(items)}]}
+
+
+def test_two_resolved_hunks_that_took_one_side_make_a_follow_up() -> None:
+    assert FOLLOW_MIN == 2
+    assert file_follow(ITEMS, {"Q1"}, {"Q1": "ours"}) is None  # one is not enough
+    follow = file_follow(ITEMS, {"Q1", "Q3"}, {"Q1": "ours", "Q3": "ours"})
+    assert follow is not None and follow.side == "ours" and follow.done == ("Q1", "Q3")
+    assert [i["id"] for i in follow.open] == ["Q2", "Q4"]
+    # Mixed sides, or a hunk people wrote themselves: nothing to follow.
+    assert file_follow(ITEMS, {"Q1", "Q3"}, {"Q1": "ours", "Q3": "theirs"}) is None
+    assert file_follow(ITEMS, {"Q1", "Q3"}, {"Q1": "ours", "Q3": "edited"}) is None
+    # A committed suggestion that was one side's text counts as that side.
+    items = [hunk(1, suggestion="t_1 = 1000  # upstream\n"), *ITEMS[1:]]
+    follow = file_follow(items, {"Q1", "Q2"}, {"Q1": "suggested", "Q2": "theirs"})
+    assert follow is not None and follow.side == "theirs"
+    # Nothing open: nothing to follow.
+    assert file_follow(ITEMS[:2], {"Q1", "Q2"}, {"Q1": "ours", "Q2": "ours"}) is None
+
+
+def test_follow_ups_skip_what_was_posted_and_what_the_first_comment_already_offers() -> None:
+    said = {"Q1": "ours", "Q2": "ours"}
+    items = [*ITEMS[:3], hunk(4, suggestion="t_4 = 40  # fork\n"), hunk(5)]
+    follows = follow_ups(plan(*items), {"Q1", "Q2"}, said)
+    assert [(f.item["id"], f.side, f.after) for f in follows] == \
+        [("Q3", "ours", ("Q1", "Q2")), ("Q5", "ours", ("Q1", "Q2"))]
+    assert follows[0].text == "t_3 = 30  # fork\n"
+    assert [f.item["id"] for f in follow_ups(plan(*items), {"Q1", "Q2"}, said,
+                                             already=["Q3"])] == ["Q5"]
+    # The checklist's hint names the same side and the same open hunks.
+    assert follow_hint(items, {"Q1", "Q2"}, said).endswith("`/sync answer Q3-Q5 ours`")
+
+
+DIFF = """\
+diff --git a/vime/t.py b/vime/t.py
+index 1111111..2222222 100644
+--- a/vime/t.py
++++ b/vime/t.py
+@@ -1,2 +1,9 @@
+ t_0 = 0
++<<<<<<< ours
++t_3 = 30  # fork
++||||||| base
++t_3 = 3
++=======
++t_3 = 3000  # upstream
++>>>>>>> theirs
+ t_9 = 9
+"""
+
+
+def remaining(item_id: str, start: int, end: int, **kw: Any) -> Remaining:
+    return Remaining(PATH, item_id, start, end, "markers", **kw)
+
+
+def test_a_follow_up_goes_only_on_a_whole_region_one_diff_hunk_shows() -> None:
+    diff = PrDiff.parse(DIFF)
+    follows = follow_ups(plan(*ITEMS), {"Q1", "Q2"}, {"Q1": "ours", "Q2": "ours"})
+    got = placed(follows, [remaining("Q3", 2, 8), remaining("Q4", 20, 26),
+                           remaining(None, 9, 9, orphan=True)], diff)  # type: ignore[arg-type]
+    assert [(f.item["id"], start, end) for f, start, end in got] == [("Q3", 2, 8)]
+    # A region the rescan no longer finds (resolved meanwhile) gets nothing.
+    assert placed(follows, [], diff) == []
+
+
+def test_the_follow_up_review_suggests_the_side_and_shows_what_it_drops() -> None:
+    diff = PrDiff.parse(DIFF)
+    follows = follow_ups(plan(*ITEMS), {"Q1", "Q2"}, {"Q1": "ours", "Q2": "ours"})
+    got = placed(follows, [remaining("Q3", 2, 8), remaining("Q4", 40, 46)], diff)
+    built = follow_review("a" * 40, got, {PATH: ["Q3", "Q4"]})
+    assert built is not None
+    review, carried = built
+    assert [f.item["id"] for f in carried] == ["Q3"]
+    assert review["commit_id"] == "a" * 40 and review["event"] == "COMMENT"
+    assert review["body"].endswith(follow_marker("a" * 40))
+    assert f"- `{PATH}`: Q3 → ours (as Q1–Q2)" in review["body"]
+    (comment,) = review["comments"]
+    assert (comment["path"], comment["start_line"], comment["line"]) == (PATH, 2, 8)
+    assert comment["side"] == comment["start_side"] == "RIGHT"
+    body = comment["body"]
+    assert suggestion_of(body) == "t_3 = 30  # fork\n"
+    assert body.startswith("**Q3 · follow-up: the fork's side (ours), like Q1–Q2**")
+    assert "+t_3 = 3000  # upstream" in body  # what committing it drops
+    assert "`/sync answer Q3 theirs` takes upstream's side instead" in body
+    assert "`/sync answer Q3-Q4 ours`" in body
+
+
+def test_a_side_too_long_for_a_comment_is_never_cut_into_a_suggestion() -> None:
+    long = "".join(f"t_{n} = {n}  # a long fork line that goes on and on\n" for n in range(3000))
+    (follow,) = follow_ups(plan(*ITEMS[:2], hunk(3, ours=long)), {"Q1", "Q2"},
+                           {"Q1": "ours", "Q2": "ours"})
+    assert render_follow_comment(follow, ["Q3"]) is None
+    assert follow_review("b" * 40, [(follow, 2, 8)], {}) is None
+    # Backticks in the text get a longer fence: the content cannot close the suggestion.
+    (follow,) = follow_ups(plan(*ITEMS[:2], hunk(3, ours="x = '```'\n")), {"Q1", "Q2"},
+                           {"Q1": "ours", "Q2": "ours"})
+    body = render_follow_comment(follow, ["Q3"])
+    assert body is not None and suggestion_of(body) == "x = '```'\n"
+
+
+def github_like(gh: Any, *, refuse: str | None = None) -> list[dict[str, Any]]:
+    """Just enough of GitHub behind the FakeGH: reviews kept; a 422 naming ``refuse``."""
+    made: list[dict[str, Any]] = []
+    base = "/repos/o/r/pulls/7"
+
+    def post(request: Any) -> dict[str, Any]:
+        paths = [c["path"] for c in request.data["comments"]]
+        if refuse in paths:
+            error = BadRequest(422, "Unprocessable Entity")  # type: ignore[arg-type]
+            error.errors = [f"Line could not be resolved for {refuse}"]  # type: ignore[attr-defined]
+            raise error
+        made.append(request.data)
+        return {"id": len(made)}
+
+    gh.on("GET", f"{base}/reviews", lambda r: made)
+    gh.on("POST", f"{base}/reviews", post)
+    return made
+
+
+def two_file_review() -> dict[str, Any]:
+    return {"commit_id": "c" * 40, "event": "COMMENT",
+            "body": "follow-ups\n\n" + follow_marker("c" * 40),
+            "comments": [{"path": "vime/a.py", "line": 8, "side": "RIGHT", "body": "a"},
+                         {"path": "vime/b.py", "line": 8, "side": "RIGHT", "body": "b"}]}
+
+
+async def test_a_follow_up_review_is_posted_once(fake_gh: Any) -> None:
+    from bot.github.pulls import post_follow_review
+
+    made = github_like(fake_gh)
+    review = two_file_review()
+    assert await post_follow_review(fake_gh, "o/r", 7, review, follow_marker("c" * 40)) == [0, 1]
+    assert made == [review]
+    writes = fake_gh.write_count
+    # The job runs again for the same head: found by its marker, not posted twice.
+    assert await post_follow_review(fake_gh, "o/r", 7, review, follow_marker("c" * 40)) == [0, 1]
+    assert fake_gh.write_count == writes and len(made) == 1
+
+
+async def test_a_refused_follow_up_comment_is_left_out_and_the_rest_go_out(fake_gh: Any) -> None:
+    from bot.github.pulls import post_follow_review
+
+    made = github_like(fake_gh, refuse="vime/a.py")
+    kept = await post_follow_review(fake_gh, "o/r", 7, two_file_review(),
+                                    follow_marker("c" * 40))
+    assert kept == [1]
+    (review,) = made
+    assert [c["path"] for c in review["comments"]] == ["vime/b.py"]
+
+
+def case(merge: str, line: int, taken: str, *, right: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(merge=merge, path=PATH, line=line, ours=f"o{line}\n",
+                           theirs=f"t{line}\n", suggestion=None, right=right,
+                           ours_right=taken == "ours", theirs_right=taken == "theirs")
+
+
+def test_the_replay_counts_follow_ups_as_the_app_posts_them() -> None:
+    # One file: ours, ours, then ours (right) and theirs (wrong); another file mixed.
+    cases = [case("m", 1, "ours"), case("m", 2, "ours"), case("m", 3, "ours"),
+             case("m", 4, "theirs", right=True),
+             case("n", 1, "ours"), case("n", 2, "theirs"), case("n", 3, "ours")]
+    hint, offered, one_click = follow_lines(cases)
+    assert "right in 1 of 2" in hint
+    assert offered.endswith("2 hunks, right in 1 (50.0%)")
+    # The first review had 1 right (m:4); the follow-up gains m:3 and loses m:4.
+    assert re.search(r"1 of 7 \(14\.3%; at the first review 14\.3%: 1 gained, 1 lost\)",
+                     one_click)
