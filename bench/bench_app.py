@@ -7,7 +7,8 @@ every non-GET REST call (git traffic and token minting are not API writes). Targ
 * per sync PR: at most 5 + ⌈review items / 50⌉ (one PR, one review, a file-level
   comment for each file the diff shows without lines, the check run with its annotation
   batches, at most one body update);
-* per push rescan: at most 2 (the checklist in the body, the check run on the head);
+* per push rescan: at most 3 (the checklist in the body, the check run on the head, and
+  one review of follow-up suggestions once a file's resolved hunks all took one side);
 * and, for information, per upstream merge while the sync PR is open (its "behind"
   status in the body and the check).
 
@@ -253,7 +254,7 @@ async def writes(root: Path, large_files: int, window_files: int) -> bool:
     ok = True
     for r in results:
         sync_ok = r["sync_writes"] <= r["budget"]
-        rescan_ok = all(n <= 2 for n in r["rescan_writes"])
+        rescan_ok = all(n <= 3 for n in r["rescan_writes"])
         ok = ok and sync_ok and rescan_ok and not r["problems"]
         print(f"{r['scenario']}: {r['items']} review items, {r['comments']} threads "
               f"({r['file_level']} file-level) carrying {r['threaded']} items, "
@@ -262,7 +263,7 @@ async def writes(root: Path, large_files: int, window_files: int) -> bool:
               f"⌈{r['items']}/50⌉ = {r['budget']})  {'ok' if sync_ok else 'OVER'}"
               f"  [{r['seconds']:.1f}s]")
         print(f"  write requests per push rescan: {', '.join(map(str, r['rescan_writes']))}"
-              f"  (target ≤ 2)  {'ok' if rescan_ok else 'OVER'}")
+              f"  (target ≤ 3)  {'ok' if rescan_ok else 'OVER'}")
         print(f"  write requests when upstream moves on while the PR is open: "
               f"{r['behind_writes']}  (no second PR)")
         print("  by operation: " + ", ".join(f"{k} ×{v}"
