@@ -29,10 +29,10 @@ def tier_lines(records: list[Record], unmeasured: Iterable[str] = ()) -> list[st
     worst family left out, the families, the earned tier and the code's."""
     floors = ", ".join(f"{t.value} {f:.2f}" for t, f in THRESHOLDS)
     out = [f"tiers by the criterion (bot/engine/tiers.py): Wilson 95% lower bound ≥ {floors}, "
-           f"pooled and with any one family left out, in ≥{MIN_FAMILIES} families, and "
-           "counted by merge",
+           f"pooled and with any one family left out, in ≥{MIN_FAMILIES} families, at the "
+           "effective size (merges as clusters; `neff`)",
            f"  {'rule':<40}{'n':>6}{'right':>6}{'prec':>7}{'lower':>7}  "
-           f"{'without the worst family':<27}{'fam':>3}  {'earned':<8}{'code':<8}"
+           f"{'without the worst family':<27}{'fam':>3}{'neff':>7}  {'earned':<8}{'code':<8}"
            "why not the tier above"]
     table = measure(records)
     for m in sorted(table.values(), key=lambda m: (-m.lower, m.rule)):
@@ -40,7 +40,8 @@ def tier_lines(records: list[Record], unmeasured: Iterable[str] = ()) -> list[st
         without, worst = m.without_worst()
         mark = "" if earned is code_tier(m.rule) else "  ≠ MISMATCH"
         out.append(f"  {m.rule:<40}{m.n:>6}{m.right:>6}{m.right / m.n:>7.1%}{m.lower:>7.3f}  "
-                   f"{without:.3f} {worst.split('/')[-1][:20]:<21}{len(m.by_family):>3}  "
+                   f"{without:.3f} {worst.split('/')[-1][:20]:<21}{len(m.by_family):>3}"
+                   f"{m.effective_n:>7.0f}  "
                    f"{earned.value:<8}{code_tier(m.rule).value:<8}{why}{mark}")
     missing = Counter(unmeasured)
     for rule, n in sorted(missing.items()):

@@ -282,6 +282,28 @@ def test_the_body_counts_open_items_by_what_each_needs_and_follows_the_answers()
     assert render_body(plan, resolved={"Q1", "Q2", "Q3", "Q4"}).count("what it needs") == 0
 
 
+def test_deleted_files_with_a_confirmed_proposal_are_one_command_in_the_needs_table() -> None:
+    from bot.engine.suggest import propose_whole_file
+
+    proposal = propose_whole_file("fork")  # a Confirm from round 7: keep the fork's deletion
+    items = []
+    for n in (1, 2):
+        gone = _item(n, f"vime/gone{n}.py", kind="file")
+        gone.update(sides={"ours": None, "theirs": {"mode": "100644", "oid": "f" * 40}},
+                    choices=list(proposal.choices), tier=proposal.tier.value,
+                    reason=proposal.reason, start_line=None, end_line=None)
+        items.append(gone)
+    items.append(_proposed(3, "vime/b.py", "t = 60\n", "t = 30\n", "t = 10\n"))
+    body = render_body(_plan_with(items))
+    assert ("| 2 files one side deleted, with the fork's side (ours) proposed: one command "
+            "confirms all, `/sync answer Q1-Q2 ours` | Q1–Q2 |\n"
+            "| 1 hunk to combine by hand (both edits shown as diffs) | Q3 |\n") in body
+    # The comment says who deleted the file once: the reason already does.
+    text = render_comment([items[0]], _plan())
+    assert text.count("deleted this file") <= 1 and "1,460 of 1,567" in text
+    assert "`/sync answer Q1 ours`" in text
+
+
 def test_a_group_of_one_says_its_id_and_path_once_and_counts_many_prs() -> None:
     one = _conflict(1, "vime/one.py", "t = 60\n", "t = 30\n", "t = 10\n", [101])
     gone = _item(2, "vime/gone.py", kind="file")

@@ -88,18 +88,28 @@ def _merges(rule: str, repos: list[str], merges: int, size: int,
             for repo in repos for k in range(merges) for i in range(size)]
 
 
-def test_a_rule_is_counted_by_merge_as_well_as_by_hunk() -> None:
+def test_misses_that_come_together_in_a_merge_count_for_less_than_spread_ones() -> None:
     repos = ["a/x", "b/y", "c/z", "d/w"]
-    # 95 of 100 right in each family either way; only how the misses fall differs.
-    spread = measure(_merges("r", repos, 20, 5, [1, 1, 1, 1, 1]))["r"]
-    clustered = measure(_merges("r", repos, 20, 5, [5]))["r"]
-    assert spread.right == clustered.right == 380 and spread.lower >= 0.80
-    # One miss in each of five merges: 15 of 20 merges all right in each family.
-    assert (spread.merges_right, len(spread.by_merge)) == (60, 80)
-    tier, why = spread.earned()
-    assert tier is Tier.DECIDE and why == f"by merge: 60 of 80, {spread.merge_lower:.3f} < 0.80"
-    # The five misses in one merge: 19 of 20 merges right in each family.
-    assert clustered.earned() == (Tier.CONFIRM, f"bound {clustered.lower:.3f} < 0.97")
+    # 90 of 100 right in each family either way; only how the misses fall differs.
+    spread = measure(_merges("r", repos, 5, 20, [2, 2, 2, 2, 2]))["r"]
+    together = measure(_merges("r", repos, 5, 20, [10]))["r"]
+    assert spread.right == together.right == 360 and spread.n == 400
+    assert spread.hunk_lower == together.hunk_lower >= 0.80
+    # Two misses in every merge: the merges agree, the sample is as good as 400 hunks.
+    assert spread.effective_n == 400
+    assert spread.earned() == (Tier.CONFIRM, f"bound {spread.lower:.3f} < 0.97")
+    # Half of one merge wrong in each family: one merge's decision carried ten hunks.
+    assert 40 <= together.effective_n < 50
+    tier, why = together.earned()
+    assert tier is Tier.DECIDE and why == f"bound {together.lower:.3f} < 0.80"
     # A record without its merge is a merge of its own: the hunk count, as before.
-    plain = measure([r[:3] for r in _merges("r", repos, 20, 5, [1, 1, 1, 1, 1])])["r"]
-    assert len(plain.by_merge) == plain.n == 400 and plain.merge_lower == plain.lower
+    plain = measure([r[:3] for r in _merges("r", repos, 5, 20, [10])])["r"]
+    assert len(plain.by_merge) == plain.n == 400 and plain.lower == plain.hunk_lower
+
+
+def test_a_rule_right_everywhere_counts_each_merge_once() -> None:
+    # No miss, so no spread to read the clustering from: 13 merges are 13 draws, not 35.
+    m = measure([("r", f"{r}/x", True, f"{r}@{k}") for r, merges in
+                 (("a", 5), ("b", 4), ("c", 4)) for k in range(merges) for _ in range(3)])["r"]
+    assert m.n == 39 and m.effective_n == 13
+    assert m.lower == pytest.approx(wilson_lower(13, 13)) and m.earned()[0] is Tier.DECIDE

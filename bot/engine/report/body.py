@@ -16,6 +16,7 @@ from bot.engine.report.groups import (
     follow_hint,
     group_items,
     id_list,
+    id_ranges,
     own_question,
     recommend,
 )
@@ -257,6 +258,9 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
 # What an open item asks of a person, most work first; each phrase takes the item count.
 _NEEDS = [
     ("file", "{n} file{s} one side deleted: keep or delete"),
+    ("file confirm ours", "{n} file{s} one side deleted, with the fork's side (ours) proposed"),
+    ("file confirm theirs", "{n} file{s} one side deleted, with upstream's side (theirs) "
+     "proposed"),
     ("manual", "{n} file{s} to port by hand"),
     ("add/add", "{n} file{s} both sides added: keep one version"),
     ("by hand", "{n} hunk{s} to combine by hand (both edits shown as diffs)"),
@@ -269,6 +273,9 @@ _NEEDS = [
 
 def _need(item: Json) -> str:
     kind = item.get("kind")
+    if kind == "file" and item.get("tier") != "Decide" and \
+            recommend(item)[1] in ("ours", "theirs"):
+        return f"file confirm {recommend(item)[1]}"
     if kind in ("file", "manual", "flag"):
         return str(kind)
     if item.get("rule") == "add/add":
@@ -286,8 +293,17 @@ def workload_rows(items: list[Json]) -> list[tuple[str, list[str]]]:
     for i in items:
         if i.get("kind") != "policy":
             needs.setdefault(_need(i), []).append(str(i["id"]))
-    return [(text.format(n=len(needs[key]), s="s" if len(needs[key]) != 1 else ""), needs[key])
-            for key, text in _NEEDS if key in needs]
+    rows = []
+    for key, text in _NEEDS:
+        if key not in needs:
+            continue
+        ids = needs[key]
+        phrase = text.format(n=len(ids), s="s" if len(ids) != 1 else "")
+        if key.startswith("file confirm"):
+            phrase += (f": one command confirms {'all' if len(ids) > 1 else 'it'}, "
+                       f"`/sync answer {id_ranges(ids)} {key.rsplit(' ', 1)[1]}`")
+        rows.append((phrase, ids))
+    return rows
 
 
 def workload(items: list[Json]) -> str:

@@ -91,7 +91,7 @@ def _answer_line(item: Json) -> str:
 def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: int,
                 url: str | None, with_suggestion: bool) -> list[str]:
     out = [f"**{item['id']} · {item['tier']}** — {item['reason']}"]
-    if item.get("kind") == "file":
+    if item.get("kind") == "file" and "deleted this file" not in item.get("reason", ""):
         who = who_deleted(item)
         if who == "fork":
             out.append("The fork deleted this file; upstream changed it.")
