@@ -11,7 +11,7 @@ its proposal. The table is the forks' later merges as a sync with a committed
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.engine.follow import FOLLOW_MIN, file_follow, follow_ups
@@ -76,7 +76,25 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
     return out
 
 
-def follow_lines(cases: Sequence[Any]) -> list[str]:
+@dataclass
+class FollowStats:
+    """The follow-ups of a set of replayed hunks (see ``follow_lines``)."""
+
+    hint: dict[str, list[int]]  # side: [right, n] where the checklist's hint names it
+    offered: int = 0
+    offered_right: int = 0
+    gained: int = 0
+    lost: int = 0
+    first: int = 0  # right in one click at the first review
+    n: int = 0
+
+    @property
+    def after(self) -> int:
+        """Right in one click once the follow-ups are posted."""
+        return self.first + self.gained - self.lost
+
+
+def follow_stats(cases: Sequence[Any]) -> FollowStats:
     """The follow-ups, replayed: in each merge, within each file in line order (a person
     working down the file, pushing as they go), a hunk whose earlier hunks (two or more)
     all took one side. The checklist's hint names that side at every such hunk; the App's
@@ -86,8 +104,8 @@ def follow_lines(cases: Sequence[Any]) -> list[str]:
     by_file: dict[tuple[str, str], list[Any]] = {}
     for c in cases:
         by_file.setdefault((c.merge, c.path), []).append(c)
-    counts = {"ours": [0, 0], "theirs": [0, 0]}
-    offered = offered_right = gained = lost = 0
+    st = FollowStats({"ours": [0, 0], "theirs": [0, 0]}, first=sum(c.right for c in cases),
+                     n=len(cases))
     for hunks in by_file.values():
         hunks.sort(key=lambda c: c.line)
         items = [{"id": f"Q{k + 1}", "kind": "conflict", "path": c.path, "ours": c.ours,
@@ -101,24 +119,32 @@ def follow_lines(cases: Sequence[Any]) -> list[str]:
                 continue
             c = hunks[k]
             right = bool(c.ours_right if follow.side == "ours" else c.theirs_right)
-            counts[follow.side][0] += right
-            counts[follow.side][1] += 1
+            st.hint[follow.side][0] += right
+            st.hint[follow.side][1] += 1
             if not follow_ups({"files": [{"review_items": items[:k + 1]}]}, done, said):
                 continue  # its own suggestion is that side already
-            offered += 1
-            offered_right += right
-            gained += right and not c.right
-            lost += c.right and not right
-    right = sum(r for r, _ in counts.values())
-    n = sum(n for _, n in counts.values())
-    first = sum(c.right for c in cases)
-    after = first + gained - lost
+            st.offered += 1
+            st.offered_right += right
+            st.gained += right and not c.right
+            st.lost += c.right and not right
+    return st
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * a / max(1, b):.1f}%"
+
+
+def follow_lines(cases: Sequence[Any]) -> list[str]:
+    """The checklist's hint, the follow-up suggestions, and one click counting them."""
+    st = follow_stats(cases)
+    right = sum(r for r, _ in st.hint.values())
+    n = sum(n for _, n in st.hint.values())
     return [f"the checklist's hint (two or more earlier hunks of a file took one side: "
-            f"the next one too?): right in {right} of {n} ({100 * right / max(1, n):.1f}%; "
-            f"ours {counts['ours'][0]}/{counts['ours'][1]}, theirs "
-            f"{counts['theirs'][0]}/{counts['theirs'][1]}) of {len(cases)} hunks",
-            f"follow-up suggestions (the review, after each push): {offered} hunks, right in "
-            f"{offered_right} ({100 * offered_right / max(1, offered):.1f}%)",
-            f"right in one click, follow-ups counted: {after} of {len(cases)} "
-            f"({100 * after / max(1, len(cases)):.1f}%; at the first review "
-            f"{100 * first / max(1, len(cases)):.1f}%: {gained} gained, {lost} lost)"]
+            f"the next one too?): right in {right} of {n} ({_pct(right, n)}; "
+            f"ours {st.hint['ours'][0]}/{st.hint['ours'][1]}, theirs "
+            f"{st.hint['theirs'][0]}/{st.hint['theirs'][1]}) of {st.n} hunks",
+            f"follow-up suggestions (the review, after each push): {st.offered} hunks, right in "
+            f"{st.offered_right} ({_pct(st.offered_right, st.offered)})",
+            f"right in one click, follow-ups counted: {st.after} of {st.n} "
+            f"({_pct(st.after, st.n)}; at the first review {_pct(st.first, st.n)}: "
+            f"{st.gained} gained, {st.lost} lost)"]

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.learn_table import follow_lines, learn_lines  # noqa: E402
+from bench.learn_table import follow_lines, follow_stats, learn_lines  # noqa: E402
 from bench.tier_table import Record, cv_lines, tier_lines  # noqa: E402
 from bot.engine.git import CatFile, Git  # noqa: E402
 from bot.engine.markers import split_lines  # noqa: E402
@@ -263,6 +263,9 @@ def table(title: str, cases: list[Case], merges: int, files: int, unanchored: in
     out.append(f"hunks with a suggestion: {pct(sug, n).strip()} (target ≥{TARGET_COVERAGE:.0%}"
                f" {cov_ok}); right in one click: {pct(right, n).strip()} "
                f"(target ≥{TARGET_ONE_CLICK:.0%} {one_ok})")
+    st = follow_stats(cases)
+    out.append(f"right in one click with the follow-up suggestions: {pct(st.after, n).strip()} "
+               f"({st.offered} follow-ups, {st.offered_right} right)")
     ours = sum(c.ours_right for c in cases)
     theirs = sum(c.theirs_right for c in cases)
     either = sum(c.ours_right or c.theirs_right for c in cases)
