@@ -304,6 +304,18 @@ def test_deleted_files_with_a_confirmed_proposal_are_one_command_in_the_needs_ta
     assert "`/sync answer Q1 ours`" in text
 
 
+def test_the_body_says_how_follow_ups_come_only_where_a_file_has_enough_hunks() -> None:
+    two = [_conflict(n, "vime/two.py", f"t = {n}0\n", f"t = {n}\n", f"t = {n}00\n", [101])
+           for n in (1, 2)]
+    assert "follow-up suggestion" not in render_body(_plan_with(two))
+    three = [_conflict(n, "vime/three.py", f"t = {n}0\n", f"t = {n}\n", f"t = {n}00\n", [101])
+             for n in (3, 4, 5)]
+    body = render_body(_plan_with([*two, *three]))
+    assert ("In the 1 file with more than 2 conflict hunks, resolve 2 the same way (both "
+            "ours, or both theirs) and push: its open hunks then get that side as a one-click "
+            "follow-up suggestion.") in body
+
+
 def test_a_group_of_one_says_its_id_and_path_once_and_counts_many_prs() -> None:
     one = _conflict(1, "vime/one.py", "t = 60\n", "t = 30\n", "t = 10\n", [101])
     gone = _item(2, "vime/gone.py", kind="file")

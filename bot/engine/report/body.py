@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from bot.engine.follow import FOLLOW_MIN
 from bot.engine.report.groups import (
     Group,
     follow_hint,
@@ -106,6 +107,13 @@ def _header(plan: Json, behind: int, posted: int | None,
                     f"{'have' if posted != 1 else 'has'} a review thread"
                     + (", with a one-click suggestion where there is one." if posted else "."))
     out[-1] += _suggestion_count(items, one_click)
+    per_file = Counter(i["path"] for i in items if i.get("kind") == "conflict")
+    many = sum(1 for n in per_file.values() if n > FOLLOW_MIN)
+    if many:
+        out[-1] += (f" In {'the' if many == 1 else 'each of the'} {many} file"
+                    f"{'s' if many != 1 else ''} with more than {FOLLOW_MIN} conflict hunks, "
+                    f"resolve {FOLLOW_MIN} the same way (both ours, or both theirs) and push: "
+                    "its open hunks then get that side as a one-click follow-up suggestion.")
     learned = sum(1 for i in items if i.get("learned"))
     if learned:
         out[-1] += (f" {learned} proposal{'s follow' if learned != 1 else ' follows'} this "
