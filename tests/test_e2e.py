@@ -576,7 +576,7 @@ async def test_two_hunks_resolved_alike_get_the_rest_of_the_file_a_one_click_fol
     region = world.file_at(head, C).splitlines()[comment.start_line - 1:comment.line]
     assert region[0].startswith("<<<<<<<") and region[-1].startswith(">>>>>>>")
     assert suggestion_of(comment.body) == "gamma_25 = 250  # fork\n"
-    assert "follow-up" in comment.body and "551 of 595" in comment.body
+    assert "follow-up" in comment.body and "2,968 of 3,126" in comment.body
     assert "+gamma_25 = 25000  # upstream" in comment.body  # what committing it drops
     assert "/sync answer" in comment.body and "theirs`" in comment.body
     # The push costs its body update, its check run and the one follow-up review.

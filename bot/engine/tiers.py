@@ -10,13 +10,12 @@ the measurement says the promise holds beyond the sample and beyond any one proj
    threshold: no single project carries the rule (a family is a project and its forks,
    such as two forks of vLLM);
 3. it was measured in at least three families;
-4. the bound counts merges, not hunks, as the units of the sample where a merge's
-   conflicts went the same way: one merge's conflicts are decided together (upstream
-   deleted 16 files the fork kept, in one cherrypick merge), so counting them as
-   independent claims more certainty than the sample holds. The bound of 1-2 is the
+4. the bound of 1-2 treats each merge as a cluster: one merge's conflicts are decided
+   together (upstream deleted 16 files the fork kept, in one cherrypick merge), so
+   counting them as independent claims more certainty than the sample holds. It is the
    Wilson bound at the sample's **effective size**: the hunks divided by Kish's design
    effect, the variance of the precision with merges as clusters over its variance with
-   independent hunks (at least 1; at most the mean hunks per merge, where every merge
+   independent hunks, kept between 1 and the mean hunks per merge (where every merge
    counts as one vote). Misses spread one per merge leave the sample almost whole; misses
    that come together in a few merges shrink it towards the number of merges.
 
@@ -26,7 +25,8 @@ the measurement says the promise holds beyond the sample and beyond any one proj
    thinly more than misses that come together. Round 7 changed it after every set so far
    had been replayed: trained on the earlier sets alone, the bound promoted only keeping
    the fork's deletion of a file upstream changed, which was then right in 22 of 23 files
-   of valid3, 107 of 115 of valid4 and 50 of 51 of valid5 (bench/README.md, round 7).
+   of valid3, 107 of 115 of valid4 and 50 of 51 of valid5; on valid6, replayed once
+   after, in 65 of 105 (bench/README.md, round 7).
 
 Why this and not a point estimate, or a bound on the pooled hunks alone: replayed with
 each family held out in turn (``cross_validate``), rules chosen by either were right
@@ -71,9 +71,9 @@ def wilson_lower_share(p: float, n: float, z: float = Z95) -> float:
 def effective_size(clusters: Iterable[Sequence[int]]) -> float:
     """How many independent draws ``clusters`` ([right, n] per merge) are worth: their
     candidates over Kish's design effect (the variance of the pooled share with merges
-    as clusters, over its variance with independent candidates), kept between 1 and the
-    mean cluster size. Where every candidate went the same way there is no spread to read
-    the clustering from, so each merge counts once."""
+    as clusters, over its variance with independent candidates; the effect is kept
+    between 1 and the mean cluster size). Where every candidate went the same way there is
+    no spread to read the clustering from, so each merge counts once."""
     counts = [(int(c[0]), int(c[1])) for c in clusters]
     k, n = len(counts), sum(c for _, c in counts)
     if n == 0:

@@ -64,11 +64,13 @@ async def update_body(gh: GitHubClient, fork: str, number: int, old_body: str,
     return True
 
 
-async def review_posted(gh: GitHubClient, fork: str, number: int, commit: str, *,
-                        marker: str | None = None) -> bool:
-    """Is the one review of ``commit`` already on the PR (found by its hidden marker, or
-    by ``marker`` for another review the bot posts once)?"""
-    marker = marker or review_marker(commit)
+async def review_posted(gh: GitHubClient, fork: str, number: int, commit: str) -> bool:
+    """Is the one review of ``commit`` already on the PR (found by its hidden marker)?"""
+    return await review_with(gh, fork, number, review_marker(commit))
+
+
+async def review_with(gh: GitHubClient, fork: str, number: int, marker: str) -> bool:
+    """Is a review whose body holds the hidden ``marker`` on the PR?"""
     async for review in gh.getiter(f"/repos/{fork}/pulls/{number}/reviews"):
         if marker in (review.get("body") or ""):
             return True
@@ -80,7 +82,7 @@ async def post_follow_review(gh: GitHubClient, fork: str, number: int, review: J
     """Post a follow-up review once (found again by ``marker``); the indexes of its comments
     GitHub took. A 422 leaves out the comments it names and tries once more."""
     comments = review["comments"]
-    if await review_posted(gh, fork, number, "", marker=marker):
+    if await review_with(gh, fork, number, marker):
         return list(range(len(comments)))
     url = f"/repos/{fork}/pulls/{number}/reviews"
     try:
