@@ -13,6 +13,7 @@ the follow-up and the slash commands::
            review_commit, delivery: {counts}, unanchored: [id], behind, head,
            check_runs: {sha: id},
            resolved: [id], remaining: [Remaining], resolutions: {id: how},
+           followed: {commit, ids: {id: side}},
            refused_head, answers: {id: choice}, rerere: {hunk key: text}, pending}
 
 Who writes what. Each publish step (``bot.sync.publish``) owns its keys: the run
@@ -21,7 +22,8 @@ Who writes what. Each publish step (``bot.sync.publish``) owns its keys: the run
 branch ``pushed`` and ``refused_head``; pr ``pr``; review ``review_commit``,
 ``delivery`` and ``unanchored``; check ``remaining``, ``head`` and ``check_runs``; behind
 ``behind`` and ``last_synced_tip``. The follow-up writes ``resolved``, ``remaining``,
-``resolutions``, ``head`` and ``check_runs`` on every push. The slash commands write
+``resolutions``, ``head`` and ``check_runs`` on every push, and its follow-up suggestions
+(``bot.sync.follow``) ``followed``. The slash commands write
 ``answers``, ``rerere``, ``commands_done``, ``refusals_replied``, and a new window and
 commit 1 by way of ``pending`` (a half-finished extend or refresh). Installing the App
 records the upstream at once.
