@@ -121,6 +121,16 @@ def test_the_follow_up_review_suggests_the_side_and_shows_what_it_drops() -> Non
     assert "`/sync answer Q3-Q4 ours`" in body
 
 
+def test_a_follow_up_over_a_starting_point_says_there_are_two_to_choose_from() -> None:
+    items = [*ITEMS[:2], hunk(3, suggestion="t_3 = 30  # fork\nt_3b = 1  # upstream\n")]
+    (follow,) = follow_ups(plan(*items), {"Q1", "Q2"}, {"Q1": "ours", "Q2": "ours"})
+    body = render_follow_comment(follow, ["Q3"])
+    assert body is not None and suggestion_of(body) == "t_3 = 30  # fork\n"
+    assert "offers another starting point (the rule's); commit one of the two." in body
+    (plain,) = follow_ups(plan(*ITEMS[:3]), {"Q1", "Q2"}, {"Q1": "ours", "Q2": "ours"})
+    assert "another starting point" not in (render_follow_comment(plain, ["Q3"]) or "")
+
+
 def test_a_side_too_long_for_a_comment_is_never_cut_into_a_suggestion() -> None:
     long = "".join(f"t_{n} = {n}  # a long fork line that goes on and on\n" for n in range(3000))
     (follow,) = follow_ups(plan(*ITEMS[:2], hunk(3, ours=long)), {"Q1", "Q2"},

@@ -198,6 +198,9 @@ def render_follow_comment(follow: FollowUp, open_ids: Sequence[str], *,
             f"{EVIDENCE[0].upper()}{EVIDENCE[1:]}: check that {dropped.split(' (')[0]} "
             "below can go.")
     rest = [x for x in open_ids if x != item["id"]]
+    if item.get("suggestion") is not None:
+        head += (" The first comment on these lines offers another starting point (the "
+                 "rule's); commit one of the two.")
     tail = (f"Other answers: `/sync answer {item['id']} {other}` takes "
             f"{'upstream' if other == 'theirs' else 'the fork'}'s side instead, or edit the "
             "region by hand." + (f" Every open hunk of this file alike, in one command: "
