@@ -129,7 +129,7 @@ class WholeFile:
 def find_clone(clones: Path, repo: str) -> Path:
     owner, _, name = repo.partition("/")
     for candidate in (clones / f"{owner}+{name}", clones / name):
-        for sub in ("repo", ".git", ""):
+        for sub in ("repo", "repo/.git", ".git", ""):
             path = candidate / sub if sub else candidate
             if (path / "objects").is_dir() and (path / "HEAD").exists():
                 return path
