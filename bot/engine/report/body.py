@@ -281,9 +281,10 @@ _NEEDS = [
 
 def _need(item: Json) -> str:
     kind = item.get("kind")
-    if kind == "file" and item.get("tier") != "Decide" and \
-            recommend(item)[1] in ("ours", "theirs"):
-        return f"file confirm {recommend(item)[1]}"
+    if kind == "file" and item.get("tier") != "Decide":
+        choice = recommend(item)[1]
+        if choice in ("ours", "theirs"):
+            return f"file confirm {choice}"
     if kind in ("file", "manual", "flag"):
         return str(kind)
     if item.get("rule") == "add/add":

@@ -207,8 +207,8 @@ def render_follow_comment(follow: FollowUp, open_ids: Sequence[str], *,
                                  f"`/sync answer {id_ranges([item['id'], *rest])} {side}`."
                                  if rest else ""))
     suggestion = fence(follow.text, "suggestion")
+    diff = change_diff(item.get("base") or "", item.get(other) or "", "base", other)
     for budget in (SIDE_LIMIT, SIDE_LIMIT // 6, 200):
-        diff = change_diff(item.get("base") or "", item.get(other) or "", "base", other)
         text, note = cut_side(diff, budget, None, f"the {other} diff")
         body = "\n\n".join([head, f"One click takes {whose} for the whole region:",
                              suggestion, f"Committing it drops {dropped}:", fence(text, "diff"),
