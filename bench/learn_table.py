@@ -11,16 +11,28 @@ its proposal. The table is the forks' later merges as a sync with a committed
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.engine.follow import FOLLOW_MIN, file_follow, follow_ups
 from bot.engine.learn import Learned, Outcome, earn
 from bot.engine.model import Tier
+from bot.engine.replay import same_text
+from bot.engine.suggest import Proposal
+
+Json = dict[str, Any]
 
 
 def outcome(c: Any) -> Outcome:
     return Outcome(c.merge, c.path, c.rule, c.candidate_right, c.ours_right, c.theirs_right)
+
+
+def whole_outcome(w: Any) -> Outcome:
+    """A replayed file one side deleted (``WholeFile``), as ``forksync learn`` counts it."""
+    deleted = w.kept == "deleted"
+    ours = deleted if w.deleted_by == "fork" else w.kept == "ours"
+    theirs = deleted if w.deleted_by == "upstream" else w.kept == "theirs"
+    return Outcome(w.merge, w.path, w.rule, deleted, ours, theirs)
 
 
 def split(cases: Sequence[Any], order: dict[tuple[str, str], int],
@@ -45,17 +57,27 @@ def applied(c: Any, learned: Learned) -> Any:
 
 def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
                 table: Callable[[str, list[Any], int, int, int], list[str]],
-                rule_table: Callable[[list[Any]], list[str]]) -> list[str]:
+                rule_table: Callable[[list[Any]], list[str]],
+                whole: Sequence[Any] = ()) -> list[str]:
+    """The per-fork table. ``whole`` are the replayed files one side deleted
+    (``WholeFile``): a file is taught when its merge is no newer than the newest taught
+    merge with hunks, and tested otherwise, where ``Learned.apply_file`` gives a learned
+    rule's tier to the deletion the sync proposes."""
     out = ["== learned per fork: each repository's older half of merges teaches "
            "(forksync learn's criterion), its newer half tests",
            f"  {'repository':30}{'taught':>16}{'ways':>6}{'tested':>8}{'Confirm':>12}"
-           f"{'Settled':>12}{'Decide':>9}"]
+           f"{'Settled':>12}{'Decide':>9}{'files Confirm':>15}"]
     tested_all: list[Any] = []
     merges_tested = 0
+    files = [0, 0, 0]  # tested files one side deleted; of them a learned Confirm; right
     for repo in sorted({c.repo for c in cases}):
         mine = [c for c in cases if c.repo == repo]
         teach, test, n_taught = split(mine, order)
-        learned = earn([outcome(c) for c in teach], merges=n_taught)
+        last = max((order[(repo, c.merge)] for c in teach), default=-1)
+        gone = [w for w in whole if w.repo == repo and w.suggested is not None]
+        learned = earn([outcome(c) for c in teach] +
+                       [whole_outcome(w) for w in gone if order[(repo, w.merge)] <= last],
+                       merges=n_taught)
         tested = [applied(c, learned) for c in test]
         tested_all += tested
         merges_tested += len({c.merge for c in test})
@@ -64,12 +86,21 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
             group = [c for c in tested if c.tier == tier.value]
             cells.append(f"{sum(c.right for c in group)}/{len(group)}")
         decide = sum(c.tier == Tier.DECIDE.value for c in tested)
+        later = [w for w in gone if order[(repo, w.merge)] > last]
+        promoted = [w for w in later if learned.apply_file(
+            Proposal(Tier.DECIDE, "", None, rule=w.rule, side=w.suggested)).tier
+            is not Tier.DECIDE]
+        right = sum(whole_outcome(w).candidate_right is True for w in promoted)
+        files = [files[0] + len(later), files[1] + len(promoted), files[2] + right]
         out.append(f"  {repo:30}{f'{n_taught} m, {len(teach)} h':>16}{len(learned.ways):>6}"
                    f"{len(tested):>8}{cells[0]:>12}{cells[1]:>12}"
-                   f"{decide / max(1, len(tested)):>9.1%}")
+                   f"{decide / max(1, len(tested)):>9.1%}{f'{right}/{len(promoted)}':>15}")
         for w in learned.ways:
             out.append(f"      {w.tier.value:8} {w.kind} {w.key}: {w.action} "
                        f"({w.right}/{w.n}, {len(w.merges)} merges)")
+    if whole:
+        out.append(f"  files one side deleted in the newer halves: {files[0]}; a learned "
+                   f"Confirm at {files[1]}, right at {files[2]}")
     out += ["", *table("the newer halves, with the tiers each fork learned from its older "
                        "half", tested_all, merges_tested, 0, 0),
             *rule_table([c for c in tested_all if "[learned" in c.rule])]

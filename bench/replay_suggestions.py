@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.learn_table import follow_lines, follow_stats, learn_lines  # noqa: E402
-from bench.tier_table import Record, cv_lines, tier_lines  # noqa: E402
+from bench.tier_table import Record, cv_lines, forward_lines, tier_lines  # noqa: E402
 from bot.engine.git import CatFile, Git  # noqa: E402
 from bot.engine.markers import split_lines  # noqa: E402
 from bot.engine.remerge import merge_words  # noqa: E402
@@ -58,7 +58,8 @@ MERGES = ROOT / "bench" / "replay_merges.txt"
 # frozen (see the list's header).
 # Every set replayed so far; from round 7 the validation sets valid2..valid5, all spent,
 # are training data too (bench/README.md).
-TRAINING = ("dev", "heldout", "fresh", "valid", "valid2", "valid3", "valid4", "valid5")
+TRAINING = ("dev", "heldout", "fresh", "valid", "valid2", "valid3", "valid4", "valid5",
+            "valid6", "valid7")
 TIERS = ("Settled", "Confirm", "Decide")
 TARGETS = {"Settled": 0.97, "Confirm": 0.80}
 TARGET_COVERAGE = 0.40
@@ -444,10 +445,14 @@ def main(argv: Iterable[str] | None = None) -> int:
         print("\n".join(tier_lines(records, (c.rule for r in results for c in r.cases
                                               if c.candidate_right is None))))
         print("\n".join(["", *cv_lines(records)]))
+        by_set = {s: tier_records([r for r in results if r.set == s]) for s in TRAINING}
+        if len([s for s in TRAINING if by_set[s]]) > 4:
+            print("\n".join(["", *forward_lines(by_set, TRAINING)]))
     if args.learn:
         order = {(repo, sha): i for i, (_s, repo, sha) in enumerate(merges)}
         print("\n".join(["", *learn_lines([c for r in results for c in r.cases], order,
-                                           table, rule_table)]))
+                                           table, rule_table,
+                                           [w for r in results for w in r.whole])]))
     if args.misses:
         print(show_misses(results, args.misses, args.limit))
     if args.json:

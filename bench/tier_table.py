@@ -5,7 +5,7 @@ criterion itself checked by holding out each repository family in turn."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from bot.engine.model import Tier
 from bot.engine.suggest import RULE_TIERS
@@ -65,4 +65,27 @@ def cv_lines(records: list[Record]) -> list[str]:
         share = f"{right}/{n} {right / n:.0%}" if n else "0/0"
         out.append(f"  {name:<36}{share:>14}  "
                    + " ".join(f"{f'{res[f][0]}/{res[f][1]}':>10}" for f in fams))
+    return out
+
+
+def forward_lines(by_set: dict[str, list[Record]], order: Sequence[str],
+                  first: int = 4) -> list[str]:
+    """Each criterion judged the way the sets were used: tiers from every set before one
+    (the first ``first`` sets being the original training), then the rules it promotes
+    scored on that set, replayed once when it was new. A criterion that promotes nothing
+    makes no promise and scores 0/0."""
+    sets = [s for s in order if s in by_set]
+    out = ["criteria judged forward: tiers from the sets before each, scored on that set "
+           "(right / candidates of the promoted rules)",
+           f"  {'criterion':<50}{'all':>14}  " + " ".join(f"{s:>12}" for s in sets[first:])]
+    for name, criterion in CRITERIA.items():
+        cells, right, n = [], 0, 0
+        for i in range(first, len(sets)):
+            taught = measure(r for s in sets[:i] for r in by_set[s])
+            promoted = {rule for rule, m in taught.items() if criterion(m) is not Tier.DECIDE}
+            test = [r[2] for r in by_set[sets[i]] if r[0] in promoted]
+            right, n = right + sum(test), n + len(test)
+            cells.append(f"{sum(test)}/{len(test)}")
+        share = f"{right}/{n} {right / n:.0%}" if n else "0/0"
+        out.append(f"  {name:<50}{share:>14}  " + " ".join(f"{c:>12}" for c in cells))
     return out

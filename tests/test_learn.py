@@ -460,3 +460,68 @@ def test_markers_never_resolved_soon_after_are_not_a_sync(tmp_path: Path) -> Non
     with CatFile(fork) as cat:
         assert sync_outcomes(fork, cat, first, "main") == []
     assert learn(fork, "main").hunks == 0
+
+
+# -- files one side deleted (modify/delete) ------------------------------------------
+def deletions(tmp: Path, rounds: int, kept: int) -> Path:
+    """``rounds`` merges in which the fork deleted a file that upstream changed (and both
+    edited README.md, so that the merge conflicts on text too); people kept the deletion
+    in the first ``kept`` of them and took upstream's version in the rest."""
+    repo = init_repo(tmp / "fork", bare=True)
+
+    def tree(readme: str, files: dict[str, str]) -> str:
+        return write_tree(repo, [("README.md", "100644", readme.encode()),
+                                 *((p, "100644", t.encode()) for p, t in sorted(files.items()))])
+
+    head = commit_tree(repo, tree(_readme("0"), {}), [], "base")
+    for r in range(1, rounds + 1):
+        name = f"tools/old{r}.py"
+        head = commit_tree(repo, tree(_readme(f"{r - 1}"), {name: "x = 1\n"}), [head], "add")
+        ours = commit_tree(repo, tree(_readme(f"{r} (ours)"), {}), [head], "fork drops it")
+        theirs = commit_tree(repo, tree(_readme(f"{r}"), {name: "x = 2\n"}), [head], "upstream")
+        files = {} if r <= kept else {name: "x = 2\n"}
+        head = commit_tree(repo, tree(_readme(f"{r} (ours)"), files), [ours, theirs],
+                           f"Merge upstream {r}")
+    git(repo, "update-ref", "refs/heads/main", head)
+    return repo
+
+
+def test_learn_counts_the_files_the_fork_deleted_and_kept_deleted(tmp_path: Path) -> None:
+    learned = learn(Git(deletions(tmp_path / "kept", ROUNDS, ROUNDS)), "main")
+    ways = {(w.kind, w.key): w for w in learned.ways}
+    way = ways[("rule", "modify/delete, fork deleted")]
+    assert (way.right, way.n, len(way.merges), way.tier) == (ROUNDS, ROUNDS, ROUNDS,
+                                                             Tier.CONFIRM)
+    # A whole file's decision teaches nothing about its folder's hunks.
+    assert ("dir", "tools") not in ways and ("file", "tools/old1.py") not in ways
+    # A fork that took upstream's version back in a third of its merges earns nothing.
+    mixed = learn(Git(deletions(tmp_path / "mixed", ROUNDS, 11)), "main")
+    assert not [w for w in mixed.ways if w.key == "modify/delete, fork deleted"]
+
+
+def test_a_fork_that_keeps_its_deletions_gets_them_as_a_confirm(tmp_path: Path) -> None:
+    from bot.engine.suggest import propose_whole_file
+
+    s = Scenario(tmp_path / "repos")
+    s.upstream_pr(4, "Add a tool", "alice", files={"tools/old.py": "x = 1\n"})
+    s.sync_fork()
+    s.fork_commit("We do not ship the tool", {"tools/old.py": None})
+    s.upstream_pr(5, "Fix the tool", "alice", files={"tools/old.py": "x = 2\n"})
+
+    def item() -> ReviewItem:
+        p = plan(str(s.fork_dir), str(s.upstream_dir), workdir=tmp_path / "wd")
+        (found,) = [i for i in p.items if i.path == "tools/old.py"]
+        return found
+
+    before = item()
+    assert (before.kind.value, before.tier, before.rule) == (
+        "file", Tier.DECIDE, "modify/delete, fork deleted")
+    s.fork_commit("Learned tiers", {LEARNED_PATH: dumps(_learned(
+        "rule", "modify/delete, fork deleted", "suggested", right=30, n=30))})
+    after = item()
+    assert (after.tier, after.choices[0]) == (Tier.CONFIRM, "ours")
+    assert "people kept the deletion at 30 of 30 files the fork deleted" in after.reason
+    assert after.learned.startswith("rule modify/delete, fork deleted: suggested")
+    # Upstream's deletions are another rule: the fork's habit does not cover them.
+    up = propose_whole_file("upstream")
+    assert _learned("rule", "modify/delete, fork deleted", "suggested").apply_file(up) is up

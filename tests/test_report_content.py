@@ -260,9 +260,9 @@ def test_add_add_is_recommended_as_one_whole_version_never_an_edit_to_apply() ->
 
 
 def test_the_body_counts_open_items_by_what_each_needs_and_follows_the_answers() -> None:
-    gone = _item(1, "vime/gone.py", kind="file")
-    gone.update(sides={"ours": None, "theirs": {"mode": "100644", "oid": "f" * 40}},
-                choices=["ours", "theirs"], start_line=None, end_line=None)
+    gone = _item(1, "vime/gone.py", kind="file")  # upstream deleted it: no answer proposed
+    gone.update(sides={"ours": {"mode": "100644", "oid": "f" * 40}, "theirs": None},
+                choices=["theirs", "ours"], start_line=None, end_line=None)
     start = _proposed(2, "vime/a.py", "x = f(a)\ny = 2  # vime\n", "x = f(a)\ny = 2\n",
                       "x = f(a, b)\ny = 2\n")
     by_hand = _proposed(3, "vime/b.py", "t = 60\n", "t = 30\n", "t = 10\n")
@@ -282,26 +282,37 @@ def test_the_body_counts_open_items_by_what_each_needs_and_follows_the_answers()
     assert render_body(plan, resolved={"Q1", "Q2", "Q3", "Q4"}).count("what it needs") == 0
 
 
-def test_deleted_files_with_a_confirmed_proposal_are_one_command_in_the_needs_table() -> None:
+def _deleted_by_fork(tier: str | None = None) -> list[dict[str, Any]]:
     from bot.engine.suggest import propose_whole_file
 
-    proposal = propose_whole_file("fork")  # a Confirm from round 7: keep the fork's deletion
+    proposal = propose_whole_file("fork")  # a Decide: keep the fork's deletion
     items = []
     for n in (1, 2):
         gone = _item(n, f"vime/gone{n}.py", kind="file")
         gone.update(sides={"ours": None, "theirs": {"mode": "100644", "oid": "f" * 40}},
-                    choices=list(proposal.choices), tier=proposal.tier.value,
+                    choices=list(proposal.choices), tier=tier or proposal.tier.value,
                     reason=proposal.reason, start_line=None, end_line=None)
         items.append(gone)
     items.append(_proposed(3, "vime/b.py", "t = 60\n", "t = 30\n", "t = 10\n"))
+    return items
+
+
+def test_deleted_files_with_a_proposal_are_one_command_in_the_needs_table() -> None:
+    items = _deleted_by_fork()
     body = render_body(_plan_with(items))
-    assert ("| 2 files one side deleted, with the fork's side (ours) proposed: one command "
-            "confirms all, `/sync answer Q1-Q2 ours` | Q1–Q2 |\n"
+    assert ("| 2 files the fork deleted and upstream changed, with the deletion (ours) "
+            "proposed: one command takes it for all, `/sync answer Q1-Q2 ours` | Q1–Q2 |\n"
             "| 1 hunk to combine by hand (both edits shown as diffs) | Q3 |\n") in body
     # The comment says who deleted the file once: the reason already does.
     text = render_comment([items[0]], _plan())
-    assert text.count("deleted this file") <= 1 and "1,460 of 1,567" in text
+    assert text.count("deleted this file") <= 1 and "1,650 of 1,883" in text
     assert "`/sync answer Q1 ours`" in text
+
+
+def test_deleted_files_a_fork_has_learned_to_keep_deleted_are_confirmed_in_one_command() -> None:
+    body = render_body(_plan_with(_deleted_by_fork("Confirm")))
+    assert ("| 2 files one side deleted, with the fork's side (ours) proposed: one command "
+            "confirms all, `/sync answer Q1-Q2 ours` | Q1–Q2 |\n") in body
 
 
 def test_the_body_says_how_follow_ups_come_only_where_a_file_has_enough_hunks() -> None:

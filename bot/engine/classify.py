@@ -314,6 +314,8 @@ class Classifier:
             kinds = {m.kind for m in self.o.messages if r.path in m.paths}
             if len(deleted) == 1 and any("delete" in kind for kind in kinds):
                 prop = propose_whole_file("fork" if deleted == ["ours"] else "upstream")
+                if self.learned is not None:
+                    prop = self.learned.apply_file(prop)
                 # What each choice means goes where the item is read: a Decide's question,
                 # a proposal's reason.
                 choices = whole_file_choices(entries, entry)
@@ -323,7 +325,8 @@ class Classifier:
                     tier=prop.tier,
                     reason=" ".join([*sentences, prop.reason, *([] if asks else [choices])]),
                     question=f"{prop.question} {choices}" if asks else prop.question,
-                    choices=[*prop.choices, "confirm"], sides=sides, rule=prop.rule)]
+                    choices=[*prop.choices, "confirm"], sides=sides, rule=prop.rule,
+                    learned=prop.learned)]
             return [ReviewItem(
                 id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
                 tier=Tier.DECIDE, reason=" ".join(sentences) or "git could not merge this file.",

@@ -27,6 +27,7 @@ its newer merges than in its older ones).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -50,7 +51,13 @@ from bot.engine.replay import (
     same_text,
     text_of,
 )
-from bot.engine.suggest import THEIRS_HOLDS_FORK, Proposal
+from bot.engine.suggest import (
+    FORK_DELETED,
+    THEIRS_HOLDS_FORK,
+    UPSTREAM_DELETED,
+    WHOLE_FILE_RULES,
+    Proposal,
+)
 from bot.engine.tiers import THRESHOLDS, wilson_lower
 from bot.engine.window import TRAILER_SYNC
 from bot.errors import ConfigError, GitError
@@ -64,7 +71,8 @@ ACTIONS = {"rule": ("suggested",), "file": ("ours", "theirs"), "dir": ("ours", "
 
 @dataclass(frozen=True)
 class Outcome:
-    """One past conflict hunk: which ways would have been right."""
+    """One past conflict hunk, or one past file one side deleted (a rule of
+    ``WHOLE_FILE_RULES``): which ways would have been right."""
 
     merge: str
     path: str
@@ -113,6 +121,12 @@ class Way:
         where = {"rule": "", "file": f" in `{self.key}`", "dir": f" under `{self.key}/`"}
         what = {"suggested": f"the proposal of this rule ({self.key})",
                 "ours": "the fork's side (ours)", "theirs": "upstream's side (theirs)"}
+        if self.key in WHOLE_FILE_RULES:
+            who = "the fork" if self.key == FORK_DELETED else "upstream"
+            return (f"In this fork's past merges, people kept the deletion at {self.right} of "
+                    f"{self.n} files {who} deleted and the other side changed, and at every "
+                    f"one of them in {self.merges_right} of {len(self.merges)} merges "
+                    f"({source}).")
         return (f"In this fork's past merges, people committed {what[self.action]} at "
                 f"{self.right} of {self.n} conflict hunks{where[self.kind]}, and at every one "
                 f"of them in {self.merges_right} of {len(self.merges)} merges ({source}).")
@@ -140,6 +154,8 @@ def tally(outcomes: Iterable[Outcome]) -> list[Way]:
     for o in outcomes:
         if o.candidate_right is not None:
             add("rule", o.rule, "suggested", o.candidate_right, o.merge)
+        if o.rule in WHOLE_FILE_RULES:
+            continue  # a whole file's decision says nothing about its folder's hunks
         for kind, key in [("file", o.path), *(("dir", d) for d in _dirs(o.path))]:
             add(kind, key, "ours", o.ours_right, o.merge)
             add(kind, key, "theirs", o.theirs_right, o.merge)
@@ -169,6 +185,19 @@ class Learned:
         # The surest; between equally sure ways, the narrowest (a file before its folders).
         return max(fits, key=lambda w: (w.lower, w.kind == "file", w.key.count("/")),
                    default=None)
+
+    def apply_file(self, prop: Proposal) -> Proposal:
+        """A whole-file proposal (modify/delete) at the tier this fork has earned for its
+        rule, if that is above Decide: the deletion, kept as this fork's people kept it."""
+        if prop.tier is not Tier.DECIDE or prop.rule not in WHOLE_FILE_RULES:
+            return prop
+        way = next((w for w in self.ways if (w.kind, w.key) == ("rule", prop.rule)
+                    and w.tier is not Tier.DECIDE), None)
+        if way is None:
+            return prop
+        return Proposal(way.tier, f"{way.says(self.source)} {prop.reason}", None,
+                        question=prop.question, choices=prop.choices, rule=prop.rule,
+                        side=prop.side, learned=way.short())
 
     def apply(self, prop: Proposal, ours: str, theirs: str, path: str) -> Proposal:
         """``prop`` at the tier this fork has earned for it, if that is above Decide."""
@@ -203,10 +232,16 @@ def earn(outcomes: list[Outcome], *, merges: int, now: datetime | None = None) -
 
 
 def merge_outcomes(cat: CatFile, merge: Remerged) -> list[Outcome]:
-    """Every conflict hunk of one past two-parent merge, replayed."""
+    """Every conflict hunk of one past two-parent merge, replayed, and every file one side
+    deleted and the other changed (modify/delete): was the deletion kept?"""
     out: list[Outcome] = []
     for path in sorted(merge.stages):
         st = merge.stages[path]
+        if 1 in st and len(st.keys() & {2, 3}) == 1:
+            # A submodule, or a blob this clone lacks: nothing to learn.
+            with contextlib.suppress(GitError):
+                out.append(_deletion_outcome(cat, merge.sha, path, st))
+            continue
         if not {2, 3} <= st.keys():
             continue
         merged, resolved = _text_at(cat, merge.tree, path), _text_at(cat, merge.sha, path)
@@ -260,6 +295,19 @@ def sync_outcomes(git: Git, cat: CatFile, commit: str, rev: str) -> list[Outcome
             continue
         out += _outcomes(commit, path, replay_file(path, marked, resolved, added_both=False))
     return out
+
+
+def _deletion_outcome(cat: CatFile, sha: str, path: str, st: dict[int, str]) -> Outcome:
+    """One file one side deleted: the deletion kept, or the changed side's version kept."""
+    try:
+        committed: bytes | None = cat.read(f"{sha}:{path}")[1]
+    except GitError:
+        committed = None
+    kept = cat.read(st[2] if 2 in st else st[3])[1]
+    deleted, changed = committed is None, committed == kept
+    if 2 in st:  # upstream deleted the file; the fork's changed version is stage 2
+        return Outcome(sha, path, UPSTREAM_DELETED, deleted, changed, deleted)
+    return Outcome(sha, path, FORK_DELETED, deleted, deleted, changed)
 
 
 def _text_at(cat: CatFile, rev: str, path: str) -> str | None:

@@ -266,6 +266,10 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
 # What an open item asks of a person, most work first; each phrase takes the item count.
 _NEEDS = [
     ("file", "{n} file{s} one side deleted: keep or delete"),
+    ("file propose ours", "{n} file{s} the fork deleted and upstream changed, with the "
+     "deletion (ours) proposed"),
+    ("file propose theirs", "{n} file{s} one side deleted, with upstream's side (theirs) "
+     "proposed"),
     ("file confirm ours", "{n} file{s} one side deleted, with the fork's side (ours) proposed"),
     ("file confirm theirs", "{n} file{s} one side deleted, with upstream's side (theirs) "
      "proposed"),
@@ -281,10 +285,10 @@ _NEEDS = [
 
 def _need(item: Json) -> str:
     kind = item.get("kind")
-    if kind == "file" and item.get("tier") != "Decide":
+    if kind == "file":
         choice = recommend(item)[1]
         if choice in ("ours", "theirs"):
-            return f"file confirm {choice}"
+            return f"file {'propose' if item.get('tier') == 'Decide' else 'confirm'} {choice}"
     if kind in ("file", "manual", "flag"):
         return str(kind)
     if item.get("rule") == "add/add":
@@ -308,8 +312,11 @@ def workload_rows(items: list[Json]) -> list[tuple[str, list[str]]]:
             continue
         ids = needs[key]
         phrase = text.format(n=len(ids), s="s" if len(ids) != 1 else "")
-        if key.startswith("file confirm"):
-            phrase += (f": one command confirms {'all' if len(ids) > 1 else 'it'}, "
+        if key.startswith(("file confirm", "file propose")):
+            many = len(ids) > 1
+            does = (f"confirms {'all' if many else 'it'}" if key.startswith("file confirm")
+                    else f"takes it{' for all' if many else ''}")
+            phrase += (f": one command {does}, "
                        f"`/sync answer {id_ranges(ids)} {key.rsplit(' ', 1)[1]}`")
         rows.append((phrase, ids))
     return rows
