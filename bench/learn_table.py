@@ -118,6 +118,8 @@ class FollowStats:
     lost: int = 0
     first: int = 0  # right in one click at the first review
     n: int = 0
+    twin: list[int] = field(default_factory=lambda: [0, 0])  # [right, n]: every twin case
+    twin_offered: list[int] = field(default_factory=lambda: [0, 0])  # [right, n] posted
 
     @property
     def after(self) -> int:
@@ -126,38 +128,66 @@ class FollowStats:
 
 
 def follow_stats(cases: Sequence[Any]) -> FollowStats:
-    """The follow-ups, replayed: in each merge, within each file in line order (a person
-    working down the file, pushing as they go), a hunk whose earlier hunks (two or more)
-    all took one side. The checklist's hint names that side at every such hunk; the App's
-    review suggests it (``bot.engine.follow.follow_ups``: not where the hunk's own
-    suggestion is that side's text already). A hunk with a follow-up counts as right in one
-    click when the follow-up is, whatever its first suggestion was."""
-    by_file: dict[tuple[str, str], list[Any]] = {}
+    """The follow-ups, replayed: in each merge, file by file and within each file in line
+    order (a person working down the files, pushing as they go).
+
+    - Twins: a hunk whose three versions are exactly those of earlier hunks of the merge
+      that were all committed alike; the App's review offers that text
+      (``bot.engine.follow.twin_follow_ups``: not where the hunk's own suggestion is it).
+    - Otherwise, a hunk whose earlier hunks of its file (two or more) all took one side.
+      The checklist's hint names that side at every such hunk; the App's review suggests
+      it (``bot.engine.follow.follow_ups``: not where the hunk's own suggestion is that
+      side's text already).
+
+    A hunk with a follow-up counts as right in one click when the follow-up is, whatever
+    its first suggestion was."""
+    by_merge: dict[tuple[str, str], list[Any]] = {}
     for c in cases:
-        by_file.setdefault((c.merge, c.path), []).append(c)
+        by_merge.setdefault((c.repo, c.merge), []).append(c)
     st = FollowStats({"ours": [0, 0], "theirs": [0, 0]}, first=sum(c.right for c in cases),
                      n=len(cases))
-    for hunks in by_file.values():
-        hunks.sort(key=lambda c: c.line)
-        items = [{"id": f"Q{k + 1}", "kind": "conflict", "path": c.path, "ours": c.ours,
-                  "theirs": c.theirs, "suggestion": c.suggestion} for k, c in enumerate(hunks)]
-        said = {i["id"]: "ours" if c.ours_right else "theirs" if c.theirs_right else "edited"
-                for i, c in zip(items, hunks, strict=True)}
-        for k in range(FOLLOW_MIN, len(hunks)):
-            done = {i["id"] for i in items[:k]}
-            follow = file_follow(items[:k + 1], done, said)
+
+    def offer(c: Any, right: bool) -> None:
+        st.offered += 1
+        st.offered_right += right
+        st.gained += right and not c.right
+        st.lost += c.right and not right
+
+    for hunks in by_merge.values():
+        hunks.sort(key=lambda c: (c.path, c.line))
+        seen: dict[tuple[str, str | None, str], list[str]] = {}
+        files: dict[str, list[tuple[Json, Any]]] = {}
+        for c in hunks:
+            earlier = seen.setdefault((c.ours, c.base, c.theirs), [])
+            text = earlier[0] if earlier and all(same_text(t, earlier[0]) for t in earlier) \
+                else None
+            earlier.append(c.committed)
+            mine = files.setdefault(c.path, [])
+            mine.append(({"id": f"Q{len(mine) + 1}", "kind": "conflict", "path": c.path,
+                          "ours": c.ours, "theirs": c.theirs, "suggestion": c.suggestion}, c))
+            if text is not None:
+                right = same_text(c.committed, text)
+                st.twin[0] += right
+                st.twin[1] += 1
+                if c.suggestion is None or not same_text(c.suggestion, text):
+                    st.twin_offered[0] += right
+                    st.twin_offered[1] += 1
+                    offer(c, right)
+                    continue
+            if len(mine) <= FOLLOW_MIN:
+                continue
+            items = [i for i, _ in mine]
+            said = {i["id"]: "ours" if h.ours_right else "theirs" if h.theirs_right else "edited"
+                    for i, h in mine}
+            done = {i["id"] for i in items[:-1]}
+            follow = file_follow(items, done, said)
             if follow is None:
                 continue
-            c = hunks[k]
             right = bool(c.ours_right if follow.side == "ours" else c.theirs_right)
             st.hint[follow.side][0] += right
             st.hint[follow.side][1] += 1
-            if not follow_ups({"files": [{"review_items": items[:k + 1]}]}, done, said):
-                continue  # its own suggestion is that side already
-            st.offered += 1
-            st.offered_right += right
-            st.gained += right and not c.right
-            st.lost += c.right and not right
+            if follow_ups({"files": [{"review_items": items}]}, done, said):
+                offer(c, right)  # else its own suggestion is that side already
     return st
 
 
@@ -174,6 +204,9 @@ def follow_lines(cases: Sequence[Any]) -> list[str]:
             f"the next one too?): right in {right} of {n} ({_pct(right, n)}; "
             f"ours {st.hint['ours'][0]}/{st.hint['ours'][1]}, theirs "
             f"{st.hint['theirs'][0]}/{st.hint['theirs'][1]}) of {st.n} hunks",
+            f"twins (identical to hunks of the merge resolved before, all alike): resolved "
+            f"alike in {st.twin[0]} of {st.twin[1]} ({_pct(*st.twin)}); offered as "
+            f"follow-ups at {st.twin_offered[1]}, right at {st.twin_offered[0]}",
             f"follow-up suggestions (the review, after each push): {st.offered} hunks, right in "
             f"{st.offered_right} ({_pct(st.offered_right, st.offered)})",
             f"right in one click, follow-ups counted: {st.after} of {st.n} "

@@ -41,6 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM = "THUDM/slime"
 FORK = "vime-org/vime"
 A, B, C = "vime/table_a.py", "vime/table_b.py", "vime/table_c.py"
+D, E = "vime/table_d.py", "vime/table_e.py"  # twins: one conflict, twice
 LEASE_SECONDS = 2.0
 
 
@@ -61,22 +62,28 @@ def edit(text: str, changes: dict[int, str]) -> str:
     return "".join(lines)
 
 
-def build_scenario(root: Path, *, third_table: bool = False) -> Scenario:
+def build_scenario(root: Path, *, third_table: bool = False,
+                   twin_tables: bool = False) -> Scenario:
     """Upstream + translated fork; the fork changed lines that upstream is about to change
     (beta_10) and lines right next to them (alpha_4, beta_29): git conflicts on all three,
     and the finer re-merge has a starting point for the two neighbours. ``third_table``
-    adds C, where both sides change the same three lines (three Decides, no suggestion)."""
+    adds C, where both sides change the same three lines (three Decides, no suggestion).
+    ``twin_tables`` adds D and E, one table in two places, where both sides change the
+    same line alike in both: the same conflict twice (twins)."""
     s = Scenario(root, config=PLAIN_CONFIG)
+    twin_up = {f"slime/{Path(p).name}": table("delta") for p in (D, E)} if twin_tables else {}
     s.upstream_pr(4, "Add tables", "dana", files={"slime/table_a.py": table("alpha"),
                                                   "slime/table_b.py": table("beta"),
                                                   **({"slime/table_c.py": table("gamma")}
-                                                     if third_table else {})})
+                                                     if third_table else {}), **twin_up})
     s.sync_fork()
     s.fork_commit("Fork: tune the tables", {
         A: edit(table("alpha"), {4: "alpha_4 = 40  # fork"}),
         B: edit(table("beta"), {10: "beta_10 = 100  # fork", 29: "beta_29 = 290  # fork"}),
         **({C: edit(table("gamma"), {n: f"gamma_{n} = {n}0  # fork" for n in (5, 15, 25)})}
-           if third_table else {})})
+           if third_table else {}),
+        **({p: edit(table("delta"), {7: "delta_7 = 70  # fork"}) for p in (D, E)}
+           if twin_tables else {})})
     return s
 
 
@@ -87,6 +94,8 @@ UPSTREAM_CHANGE = {
                                              30: "beta_30 = 3000  # upstream"}),
     "slime/fresh.py": "fresh = True\n",
 }
+TWIN_CHANGE = {f"slime/{Path(p).name}": edit(table("delta"), {7: "delta_7 = 7000  # upstream"})
+               for p in ("vime/table_d.py", "vime/table_e.py")}
 C_CHANGE = {"slime/table_c.py": edit(table("gamma"), {n: f"gamma_{n} = {n}000  # upstream"
                                                       for n in (5, 15, 25)})}
 
@@ -301,7 +310,8 @@ async def world(github_sim: Simulator, tmp_path: Path,  # noqa: F811
                 request: pytest.FixtureRequest, backend: str,
                 store_location: str) -> AsyncIterator[World]:
     param = getattr(request, "param", {})
-    scenario = build_scenario(tmp_path / "repos", third_table=bool(param.get("third_table")))
+    scenario = build_scenario(tmp_path / "repos", third_table=bool(param.get("third_table")),
+                              twin_tables=bool(param.get("twin_tables")))
     private_upstream = bool(param.get("private_upstream"))
     github_sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False,
                            private=private_upstream)
@@ -599,6 +609,54 @@ async def test_two_hunks_resolved_alike_get_the_rest_of_the_file_a_one_click_fol
                                                            for n in (5, 15, 25)})
     assert world.check(head).conclusion == "success"
     assert len(sim.reviews(FORK, pr.number)) == 2  # nothing is open: no new follow-up
+    world.assert_clean()
+
+
+@pytest.mark.parametrize("world", [{"twin_tables": True}], indirect=True)
+async def test_a_conflict_resolved_once_is_offered_at_its_twin_in_one_click(
+        world: World) -> None:
+    sim = world.sim
+    sim.add_collaborator(FORK, "vera", "write")
+    await world.merge_upstream(extra=TWIN_CHANGE)
+    await world.idle()
+    pr = world.sync_pr()
+    # The first review names the twins on each, and the body says how they resolve.
+    (on_d,) = [c for c in sim.review_comments(FORK, pr.number) if c.path == D]
+    (on_e,) = [c for c in sim.review_comments(FORK, pr.number) if c.path == E]
+    d_id, e_id = (re.match(r"\*\*(Q\d+) ", c.body).group(1)  # type: ignore[union-attr]
+                  for c in (on_d, on_e))
+    assert f"**Twin:** {e_id} in `{E}` is this very conflict" in on_d.body
+    assert f"**Twin:** {d_id} in `{D}` is this very conflict" in on_e.body
+    assert "2 conflict hunks are 1 conflict that recurs exactly" in pr.body
+
+    # vera resolves D by hand, with a value of her own, and pushes.
+    writes = len(sim.writes())
+    mine = "delta_7 = 77  # both, agreed\n"
+    d_text = world.file_at(pr.head_sha, D)
+    (region,) = find_marker_regions(d_text)
+    lines = split_lines(d_text)
+    lines[region.start_line - 1:region.end_line] = [mine]
+    head = await sim.commit(FORK, pr.head_ref, {D: "".join(lines)}, "Resolve delta_7",
+                            user="vera")
+    await world.idle()
+    follow = sim.reviews(FORK, pr.number)[-1]
+    assert follow.commit_id == head and f"<!-- forksync:follow {head} -->" in follow.body
+    assert f"- `{E}`: {e_id} → twin, as resolved at {d_id}" in follow.body
+    (comment,) = [c for c in sim.review_comments(FORK, pr.number) if c.review_id == follow.id]
+    assert comment.path == E and suggestion_of(comment.body) == mine
+    assert f"follow-up: as resolved at {d_id}" in comment.body
+    assert "4,381 of 4,422" in comment.body
+    assert len(sim.writes()) - writes <= 3  # body, check, the follow-up review
+
+    # "Commit suggestion" on E, and A and B by hand: the check passes.
+    head = await sim.commit(FORK, pr.head_ref, {
+        E: commit_suggestion(world.file_at(head, E), comment),
+        A: resolve_by_hand(world.file_at(head, A)),
+        B: resolve_by_hand(world.file_at(head, B))}, "Apply suggestion from code review",
+        user="vera")
+    await world.idle()
+    assert world.file_at(head, E) == world.file_at(head, D)
+    assert world.check(head).conclusion == "success"
     world.assert_clean()
 
 

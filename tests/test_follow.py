@@ -14,7 +14,17 @@ from gidgethub import BadRequest
 
 from bench.learn_table import follow_lines
 from bot.engine.anchor import PrDiff
-from bot.engine.follow import FOLLOW_MIN, file_follow, follow_marker, follow_ups, placed
+from bot.engine.follow import (
+    FOLLOW_MIN,
+    TWIN,
+    all_follow_ups,
+    file_follow,
+    follow_marker,
+    follow_ups,
+    placed,
+    twin_follow_ups,
+    twin_key,
+)
 from bot.engine.gate import Remaining
 from bot.engine.report.comments import render_follow_comment
 from bot.engine.report.groups import follow_hint
@@ -194,10 +204,15 @@ async def test_a_refused_follow_up_comment_is_left_out_and_the_rest_go_out(fake_
     assert [c["path"] for c in review["comments"]] == ["vime/b.py"]
 
 
-def case(merge: str, line: int, taken: str, *, right: bool = False) -> SimpleNamespace:
-    return SimpleNamespace(merge=merge, path=PATH, line=line, ours=f"o{line}\n",
-                           theirs=f"t{line}\n", suggestion=None, right=right,
-                           ours_right=taken == "ours", theirs_right=taken == "theirs")
+def case(merge: str, line: int, taken: str, *, right: bool = False, path: str = PATH,
+         ours: str | None = None, theirs: str | None = None,
+         committed: str | None = None) -> SimpleNamespace:
+    ours, theirs = ours or f"o{line}\n", theirs or f"t{line}\n"
+    return SimpleNamespace(repo="r/x", merge=merge, path=path, line=line, ours=ours,
+                           base=f"b{line}\n", theirs=theirs, suggestion=None, right=right,
+                           ours_right=taken == "ours", theirs_right=taken == "theirs",
+                           committed=committed or {"ours": ours, "theirs": theirs}.get(taken,
+                                                                                      "x\n"))
 
 
 def test_the_replay_counts_follow_ups_as_the_app_posts_them() -> None:
@@ -205,9 +220,94 @@ def test_the_replay_counts_follow_ups_as_the_app_posts_them() -> None:
     cases = [case("m", 1, "ours"), case("m", 2, "ours"), case("m", 3, "ours"),
              case("m", 4, "theirs", right=True),
              case("n", 1, "ours"), case("n", 2, "theirs"), case("n", 3, "ours")]
-    hint, offered, one_click = follow_lines(cases)
-    assert "right in 1 of 2" in hint
+    hint, twins, offered, one_click = follow_lines(cases)
+    assert "right in 1 of 2" in hint and "alike in 0 of 0" in twins
     assert offered.endswith("2 hunks, right in 1 (50.0%)")
     # The first review had 1 right (m:4); the follow-up gains m:3 and loses m:4.
     assert re.search(r"1 of 7 \(14\.3%; at the first review 14\.3%: 1 gained, 1 lost\)",
                      one_click)
+
+
+def test_the_replay_offers_a_twin_the_text_its_resolved_twins_got() -> None:
+    # The same conflict in three files of one merge: people wrote "both\n" in the first
+    # two (a twin follow-up then offers it at the second and third: right, then wrong).
+    same = {"ours": "o\n", "theirs": "t\n"}
+    cases = [case("m", 1, "edited", path="a.json", committed="both\n", **same),
+             case("m", 1, "edited", path="b.json", committed="both\n", **same),
+             case("m", 1, "edited", path="c.json", committed="other\n", **same),
+             # Another merge's copy is not a twin: twins are found within one merge.
+             case("n", 1, "edited", path="a.json", committed="both\n", **same)]
+    _hint, twins, offered, one_click = follow_lines(cases)
+    assert twins.endswith("alike in 1 of 2 (50.0%); offered as follow-ups at 2, right at 1")
+    assert offered.endswith("2 hunks, right in 1 (50.0%)")
+    assert re.search(r"1 of 4 \(25\.0%; at the first review 0\.0%: 1 gained, 0 lost\)",
+                     one_click)
+
+
+# -- twins: an open hunk identical to resolved ones gets the text they got -------------
+def twin(n: int, path: str, **kw: Any) -> dict[str, Any]:
+    return {"id": f"Q{n}", "kind": "conflict", "path": path, "tier": "Decide",
+            "base": '  "lodash": "4.17.20",\n', "ours": '  "lodash": "4.17.21-fork",\n',
+            "theirs": '  "lodash": "4.17.21",\n', "suggestion": None} | kw
+
+
+def two_files(*items: dict[str, Any]) -> dict[str, Any]:
+    paths = dict.fromkeys(i["path"] for i in items)
+    return {"files": [{"path": p, "status": "conflict",
+                       "review_items": [i for i in items if i["path"] == p]} for p in paths]}
+
+
+def test_a_twin_gets_the_text_people_wrote_at_its_resolved_twin() -> None:
+    items = [twin(1, "a/package.json"), twin(2, "b/package.json"), twin(3, "c/package.json"),
+             hunk(4)]
+    wrote = '  "lodash": "4.17.21", "fork": true,\n'
+    follows = twin_follow_ups(two_files(*items), {"Q1"}, {"Q1": "edited"}, {"Q1": wrote})
+    assert [(f.item["id"], f.side, f.after, f.text) for f in follows] == \
+        [("Q2", TWIN, ("Q1",), wrote), ("Q3", TWIN, ("Q1",), wrote)]
+    # An answer without a push counts by what it takes; twins that got different texts,
+    # or a resolution whose text is unknown, make no follow-up.
+    said = twin_follow_ups(two_files(*items), {"Q1"}, {"Q1": "theirs"}, {})
+    assert [f.text for f in said] == ['  "lodash": "4.17.21",\n'] * 2
+    assert twin_follow_ups(two_files(*items), {"Q1", "Q2"}, {"Q1": "edited", "Q2": "ours"},
+                           {"Q1": wrote}) == []
+    assert twin_follow_ups(two_files(*items), {"Q1"}, {"Q1": "edited"}, {}) == []
+    # Not twice, and not where the hunk's own suggestion is that text already.
+    assert [f.item["id"] for f in twin_follow_ups(
+        two_files(items[0], items[1], twin(3, "c/package.json", suggestion=wrote)),
+        {"Q1"}, {"Q1": "edited"}, {"Q1": wrote}, already=["Q2"])] == []
+
+
+def test_a_twin_follow_up_comes_before_its_files_side() -> None:
+    # File PATH: Q1, Q2 took ours, so Q3 and Q4 follow ours; Q4 is also the twin of Q9,
+    # resolved by hand in another file: Q4 gets the twin's text.
+    items = [hunk(1), hunk(2), hunk(3), hunk(4), hunk(4) | {"id": "Q9", "path": "other/t.py"}]
+    wrote = "t_4 = 4  # both\n"
+    follows = all_follow_ups(two_files(*items), {"Q1", "Q2", "Q9"},
+                             {"Q1": "ours", "Q2": "ours", "Q9": "edited"}, {"Q9": wrote})
+    assert [(f.item["id"], f.side, f.text) for f in follows] == [
+        ("Q3", "ours", "t_3 = 30  # fork\n"), ("Q4", TWIN, wrote)]
+    assert twin_key(items[3]) == twin_key(items[4]) != twin_key(items[2])
+
+
+def test_the_twin_comment_offers_the_text_and_shows_what_it_changes() -> None:
+    wrote = '  "lodash": "4.17.21", "fork": true,\n'
+    (f,) = twin_follow_ups(two_files(twin(1, "a/package.json"), twin(2, "b/package.json")),
+                           {"Q1"}, {"Q1": "edited"}, {"Q1": wrote})
+    body = render_follow_comment(f, ["Q2"])
+    assert body is not None
+    assert body.startswith("**Q2 · follow-up: as resolved at Q1** — this conflict is "
+                           "identical to Q1 (the same fork, base and upstream lines), which "
+                           "was resolved to text people wrote")
+    assert suggestion_of(body) == wrote
+    assert "Against the fork's side (ours), it changes:" in body
+    assert '+  "lodash": "4.17.21", "fork": true,' in body
+    # A twin resolved to one side says which, and what that drops.
+    (g,) = twin_follow_ups(two_files(twin(1, "a/package.json"), twin(2, "b/package.json")),
+                           {"Q1"}, {"Q1": "ours"}, {})
+    side_body = render_follow_comment(g, ["Q2"])
+    assert side_body is not None and "resolved to the fork's side (ours)" in side_body
+    assert "Committing it drops upstream's change:" in side_body
+    review = follow_review("b" * 40, [(f, 3, 9)], {"b/package.json": ["Q2"]})
+    assert review is not None
+    assert "- `b/package.json`: Q2 → twin, as resolved at Q1" in review[0]["body"]
+    assert "identical to hunks already resolved" in review[0]["body"]

@@ -96,6 +96,11 @@ def test_a_clean_resolution_still_resolves_and_a_later_paste_is_caught() -> None
                 {"vime/a.py": resolved}, answers={})
     assert done.resolved == ["Q1"] and done.remaining == []
     assert done.resolutions == {"Q1": "ours"}
+    assert done.texts == {"Q1": "ours line\n"}  # what a twin's follow-up would offer
+    edited = scan(plan(("vime/a.py", [item], 7)), {"vime/a.py": COMMIT_1},
+                  {"vime/a.py": "intro\nboth lines\nmore\noutro\n"}, answers={})
+    assert (edited.resolutions, edited.texts) == ({"Q1": "edited"},
+                                                  {"Q1": "both lines\nmore\n"})
     # A `>>>>>>> theirs` pasted back far from the region: the bot's own label, so sure.
     pasted = resolved + "".join(f"x{i}\n" for i in range(20)) + ">>>>>>> theirs\n"
     again = scan(plan(("vime/a.py", [item], 7)), {"vime/a.py": COMMIT_1},

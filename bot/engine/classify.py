@@ -153,10 +153,16 @@ class Classifier:
         self.item_prs.attach(results, history, {p.upstream for p in likely},
                              {p.fork: (p.upstream, p.upstream_old) for p in paths})
         n = 0
+        twins: dict[tuple[str, str, str], list[ReviewItem]] = {}
         for r in results:
             for item in r.review_items:
                 n += 1
                 item.id = f"Q{n}"
+                if item.kind is ItemKind.CONFLICT:
+                    twins.setdefault((item.ours, item.base, item.theirs), []).append(item)
+        for same in twins.values():
+            for item in same if len(same) > 1 else ():
+                item.twins = [other.id for other in same if other is not item]
         return Classified(results, tree, self._warnings(paths, results))
 
     def _warnings(self, paths: list[_Path], results: list[FileResult]) -> list[dict[str, object]]:

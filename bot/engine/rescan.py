@@ -65,6 +65,8 @@ class ScanResult:
     remaining: list[Remaining] = field(default_factory=list)
     # item id -> how: ours | theirs | suggested | edited | deleted | confirmed
     resolutions: dict[str, str] = field(default_factory=dict)
+    # item id -> the text its region was resolved to at the head (conflict hunks)
+    texts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,7 @@ def _scan_file(path: str, size: int, items: list[dict[str, Any]],
         resolved.append(item["id"])
         text = "".join(split_lines(after or "")[span[0]:span[1]])
         result.resolutions[item["id"]] = classify_resolution(item, text)
+        result.texts[item["id"]] = text
     order = {item["id"]: n for n, item in enumerate(items)}
     result.resolved += sorted(resolved, key=order.__getitem__)
     # Markers the plan does not know (pasted, or a half-done resolution) fail too.

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine.anchor import PrDiff, Thread, Where, place
-from bot.engine.follow import FollowUp, follow_marker
+from bot.engine.follow import TWIN, FollowUp, follow_marker
 from bot.engine.gate import annotation_batches, initial_remaining
 from bot.engine.git import Git
 from bot.engine.report import BODY_LIMIT, render_body, render_comment
@@ -268,11 +268,19 @@ def follow_review(head: str, placed: Sequence[tuple[FollowUp, int, int]],
     for f in posted:
         by_file.setdefault((f.item["path"], f.side, f.after), []).append(f.item["id"])
     n = len(comments)
+    sides = any(f.side != TWIN for f in posted)
+    twins = any(f.side == TWIN for f in posted)
+    why = " ".join([
+        *(["In each file below with a side, every hunk resolved so far took that side, so "
+           "each open hunk offers it in one click."] if sides else []),
+        *(["A hunk marked *twin* is identical to hunks already resolved (the same fork, base "
+           "and upstream lines), so it offers the text they got."] if twins else []),
+        "Check what each drops or changes (its comment shows it) before you commit it."])
     lines = [f"**forksync** · {n} follow-up suggestion{'s' if n != 1 else ''} on "
-             f"`{head[:10]}`: in each file below, every hunk resolved so far took the same "
-             "side, so each open hunk offers that side in one click. Check what it drops "
-             "(each comment shows it) before you commit it.",
-             "\n".join(f"- `{path}`: {id_list(ids)} → {side} (as {id_list(list(after))})"
+             f"`{head[:10]}`. {why}",
+             "\n".join(f"- `{path}`: {id_list(ids)} → "
+                       + (f"twin, as resolved at {id_list(list(after))}" if side == TWIN
+                          else f"{side} (as {id_list(list(after))})")
                        for (path, side, after), ids in by_file.items()),
              follow_marker(head)]
     return {"commit_id": head, "event": "COMMENT", "body": "\n\n".join(lines),

@@ -1,7 +1,8 @@
 """Step of the rescan: follow-up suggestions on the hunks still open after a push.
 
 When every hunk resolved so far in a file took one side (two at least), each of its open
-hunks gets a review comment whose ```suggestion``` takes that side too
+hunks gets a review comment whose ```suggestion``` takes that side too; an open hunk
+identical to resolved ones (its twins) gets the text they got instead
 (:mod:`bot.engine.follow` says why and how often people do). All of one push's follow-ups
 go out in ONE review (one write request, found again by its hidden marker), on the head's
 lines of the regions. Owns ``sync.followed``: the follow-ups posted for this commit 1, by
@@ -20,7 +21,7 @@ from typing import Any
 from gidgethub import GitHubException
 
 from bot.engine.anchor import PrDiff
-from bot.engine.follow import follow_marker, follow_ups, placed
+from bot.engine.follow import all_follow_ups, follow_marker, placed
 from bot.engine.rescan import ScanResult
 from bot.engine.review import follow_review, local_diff
 from bot.errors import ForksyncError
@@ -44,8 +45,8 @@ async def post_follow_ups(gh: GitHubClient, fork: str, number: int, head: str,
                           fork_git: str) -> list[str]:
     """Post this head's follow-up suggestions (at most one review); the ids it covered."""
     done = _followed(sync)
-    follows = follow_ups(plan_json, set(result.resolved), sync.get("resolutions", {}),
-                         already=done)
+    follows = all_follow_ups(plan_json, set(result.resolved), sync.get("resolutions", {}),
+                             result.texts, already=done)
     if not follows:
         return []
     try:

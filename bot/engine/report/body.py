@@ -114,6 +114,16 @@ def _header(plan: Json, behind: int, posted: int | None,
                     f"{'s' if many != 1 else ''} with more than {FOLLOW_MIN} conflict hunks, "
                     f"resolve {FOLLOW_MIN} the same way (both ours, or both theirs) and push: "
                     "its open hunks then get that side as a one-click follow-up suggestion.")
+    twins = _twin_groups(items)
+    if twins:
+        copies = sum(len(g) for g in twins)
+        out[-1] += (f" {copies} conflict hunks are {len(twins)} conflict"
+                    f"{'s' if len(twins) != 1 else ''} that recur{'s' if len(twins) == 1 else ''} "
+                    "exactly (twins: the same fork, base and upstream lines"
+                    + (f", {id_list(twins[0])} among them" if len(twins) > 1 else
+                       f": {id_list(twins[0])}")
+                    + "): resolve one of each and push, and the others get its resolution as "
+                    "a one-click follow-up.")
     learned = sum(1 for i in items if i.get("learned"))
     if learned:
         out[-1] += (f" {learned} proposal{'s follow' if learned != 1 else ' follows'} this "
@@ -125,6 +135,18 @@ def _header(plan: Json, behind: int, posted: int | None,
                 "** merged since this window's tip. Comment `/sync extend` to fold them in; "
                 "resolutions made so far are replayed."]
     return out
+
+
+def _twin_groups(items: list[Json]) -> list[list[str]]:
+    """The plan's twins (conflict hunks with the same three versions), as id groups."""
+    seen: set[str] = set()
+    groups = []
+    for i in items:
+        if i.get("twins") and i["id"] not in seen:
+            group = [str(i["id"]), *(str(t) for t in i["twins"])]
+            seen.update(group)
+            groups.append(group)
+    return groups
 
 
 def _counts(plan: Json) -> list[str]:

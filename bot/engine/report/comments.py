@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
-from bot.engine.follow import EVIDENCE, FollowUp
+from bot.engine.follow import EVIDENCE, TWIN, TWIN_EVIDENCE, TWIN_FIGURE, FollowUp
 from bot.engine.report.groups import (
     id_list,
     id_ranges,
@@ -88,6 +88,23 @@ def _answer_line(item: Json) -> str:
     return f"Answer: `/sync answer {item['id']} <{'|'.join(choices)}>`"
 
 
+def _twins_line(item: Json, twins: list[str], plan: Json | None) -> str:
+    """Where else this very conflict is, and how one resolution serves them all."""
+    paths = {str(i["id"]): str(i["path"]) for f in (plan or {}).get("files", [])
+             for i in f.get("review_items", []) if str(i["id"]) in twins}
+    elsewhere = sorted({p for p in paths.values() if p != item["path"]})
+    where = (f" in {', '.join(f'`{p}`' for p in elsewhere[:3])}"
+             f"{f' and {len(elsewhere) - 3} more files' if len(elsewhere) > 3 else ''}"
+             if elsewhere else "")
+    one = len(twins) == 1
+    return (f"**Twin{'' if one else 's'}:** {id_list(twins)}{where} "
+            f"{'is' if one else 'are'} this very conflict (the same fork, base and upstream "
+            f"lines). Resolve this one and push: {'it gets' if one else 'they get'} your "
+            "resolution as a one-click follow-up (people resolved such twins alike in "
+            f"{TWIN_FIGURE}). Or answer all at once: `/sync answer "
+            f"{id_ranges([str(item['id']), *twins])} ours` (or `theirs`).")
+
+
 def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: int,
                 url: str | None, with_suggestion: bool) -> list[str]:
     out = [f"**{item['id']} · {item['tier']}** — {item['reason']}"]
@@ -113,6 +130,9 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
     if item["tier"] != "Settled" and item.get("kind") != "policy":
         out.append(f"Recommended: {action}."
                    + (f" `/sync answer {item['id']} {choice}`" if choice else ""))
+    twins = [str(t) for t in item.get("twins") or []]
+    if twins and item["tier"] != "Settled":
+        out.append(_twins_line(item, twins, plan))
     proposal = _suggestion(item) if anchored else None
     if not anchored and item.get("kind") == "conflict" and item.get("suggestion") is not None:
         # No one-click here (the comment does not cover the whole region): show the
@@ -187,6 +207,8 @@ def render_follow_comment(follow: FollowUp, open_ids: Sequence[str], *,
     """The comment of a follow-up suggestion (:mod:`bot.engine.follow`): the side the
     file's resolved hunks all took, in one click, and what committing it drops. None when
     the side's text does not fit: a suggestion is never cut."""
+    if follow.side == TWIN:
+        return _twin_comment(follow, limit)
     item, side = follow.item, follow.side
     other = "theirs" if side == "ours" else "ours"
     whose = "the fork's side (ours)" if side == "ours" else "upstream's side (theirs)"
@@ -212,6 +234,45 @@ def render_follow_comment(follow: FollowUp, open_ids: Sequence[str], *,
         text, note = cut_side(diff, budget, None, f"the {other} diff")
         body = "\n\n".join([head, f"One click takes {whose} for the whole region:",
                              suggestion, f"Committing it drops {dropped}:", fence(text, "diff"),
+                             *([note] if note else []), tail])
+        if len(body) <= limit:
+            return body
+    return None
+
+
+def _twin_comment(follow: FollowUp, limit: int) -> str | None:
+    """A twin's follow-up: the text its identical, resolved twins got, in one click, and
+    how that text differs from the fork's side. None when it does not fit."""
+    item, text = follow.item, follow.text
+    after = id_list(list(follow.after))
+    one = len(follow.after) == 1
+    side = next((s for s in ("ours", "theirs") if (item.get(s) or "").rstrip("\r\n")
+                 == text.rstrip("\r\n")), None)
+    what = {"ours": "the fork's side (ours)", "theirs": "upstream's side (theirs)",
+            None: "text people wrote"}[side]
+    head = (f"**{item['id']} · follow-up: as resolved at {after}** — this conflict is "
+            f"identical to {after} (the same fork, base and upstream lines), which "
+            f"{'was' if one else 'were all'} resolved to {what}, so this one offers "
+            f"{'it' if one else 'the same'} in one click. "
+            f"{TWIN_EVIDENCE[0].upper()}{TWIN_EVIDENCE[1:]}.")
+    if item.get("suggestion") is not None:
+        head += (" The first comment on these lines offers another starting point (the "
+                 "rule's); commit one of the two.")
+    tail = ("Other answers: `/sync answer "
+            f"{item['id']} ours` or `theirs` takes one side instead, or edit the region by hand.")
+    if side is not None:
+        other = "theirs" if side == "ours" else "ours"
+        caption = ("Committing it drops upstream's change:" if side == "ours"
+                   else "Committing it drops the fork's change:")
+        diff = change_diff(item.get("base") or "", item.get(other) or "", "base", other)
+    else:
+        caption = "Against the fork's side (ours), it changes:"
+        diff = change_diff(item.get("ours") or "", text, "ours", "resolution")
+    suggestion = fence(text, "suggestion")
+    for budget in (SIDE_LIMIT, SIDE_LIMIT // 6, 200):
+        shown, note = cut_side(diff, budget, None, "the diff")
+        body = "\n\n".join([head, f"One click commits {after}'s resolution for the whole "
+                                  "region:", suggestion, caption, fence(shown, "diff"),
                              *([note] if note else []), tail])
         if len(body) <= limit:
             return body
