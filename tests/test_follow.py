@@ -297,7 +297,7 @@ def test_the_twin_comment_offers_the_text_and_shows_what_it_changes() -> None:
     assert body is not None
     assert body.startswith("**Q2 · follow-up: as resolved at Q1** — this conflict is "
                            "identical to Q1 (the same fork, base and upstream lines), which "
-                           "was resolved to text people wrote")
+                           "was resolved to a text of its own (neither side as it was)")
     assert suggestion_of(body) == wrote
     assert "Against the fork's side (ours), it changes:" in body
     assert '+  "lodash": "4.17.21", "fork": true,' in body

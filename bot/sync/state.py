@@ -13,7 +13,7 @@ the follow-up and the slash commands::
            review_commit, delivery: {counts}, unanchored: [id], behind, head,
            check_runs: {sha: id},
            resolved: [id], remaining: [Remaining], resolutions: {id: how},
-           followed: {commit, ids: {id: side}},
+           followed: {commit, ids: {id: side or "twin"}},
            refused_head, answers: {id: choice}, rerere: {hunk key: text}, pending}
 
 Who writes what. Each publish step (``bot.sync.publish``) owns its keys: the run

@@ -249,7 +249,7 @@ def _twin_comment(follow: FollowUp, limit: int) -> str | None:
     side = next((s for s in ("ours", "theirs") if (item.get(s) or "").rstrip("\r\n")
                  == text.rstrip("\r\n")), None)
     what = {"ours": "the fork's side (ours)", "theirs": "upstream's side (theirs)",
-            None: "text people wrote"}[side]
+            None: "a text of its own (neither side as it was)"}[side]
     head = (f"**{item['id']} · follow-up: as resolved at {after}** — this conflict is "
             f"identical to {after} (the same fork, base and upstream lines), which "
             f"{'was' if one else 'were all'} resolved to {what}, so this one offers "
