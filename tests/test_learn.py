@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -525,3 +526,28 @@ def test_a_fork_that_keeps_its_deletions_gets_them_as_a_confirm(tmp_path: Path) 
     # Upstream's deletions are another rule: the fork's habit does not cover them.
     up = propose_whole_file("upstream")
     assert _learned("rule", "modify/delete, fork deleted", "suggested").apply_file(up) is up
+
+
+def test_the_app_remembers_whether_a_merged_sync_kept_a_deletion(tmp_path: Path) -> None:
+    from bot.engine.learn import sync_pr_outcomes
+
+    repo = init_repo(tmp_path / "fork", bare=True)
+    upstream_version = "x = 2\n"
+    commit1 = commit_tree(repo, write_tree(repo, [
+        ("tools/old.py", "100644", upstream_version.encode()),
+        ("README.md", "100644", b"hi\n")]), [], "commit 1: upstream's version kept")
+    blob = git_text(repo, "rev-parse", f"{commit1}:tools/old.py").strip()
+    deleted = commit_tree(repo, write_tree(repo, [("README.md", "100644", b"hi\n")]),
+                          [commit1], "keep the fork's deletion")
+    files = [{"path": "tools/old.py", "status": "conflict", "review_items": [{
+        "id": "Q1", "kind": "file", "path": "tools/old.py",
+        "rule": "modify/delete, fork deleted",
+        "sides": {"ours": None, "theirs": {"mode": "100644", "oid": blob}}}]}]
+    (kept,) = sync_pr_outcomes(Git(repo), files, commit1, deleted)
+    assert (kept.merge, kept.rule, kept.candidate_right, kept.ours_right, kept.theirs_right) \
+        == (commit1, "modify/delete, fork deleted", True, True, False)
+    (taken,) = sync_pr_outcomes(Git(repo), files, commit1, commit1)  # upstream's version
+    assert (taken.candidate_right, taken.ours_right, taken.theirs_right) == (False, False, True)
+    remembered: dict[str, Any] = {}
+    remember(remembered, commit1, [kept])
+    assert from_state(remembered) is not None

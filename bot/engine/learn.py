@@ -310,6 +310,23 @@ def _deletion_outcome(cat: CatFile, sha: str, path: str, st: dict[int, str]) -> 
     return Outcome(sha, path, FORK_DELETED, deleted, deleted, changed)
 
 
+def _deletion_kept(git: Git, commit: str, head: str, item: dict[str, Any]) -> Outcome:
+    """A file one side deleted, as the merged head left it: deleted, or one side's blob."""
+    proc = git.run_proc("rev-parse", "--verify", "--quiet", "--end-of-options",
+                        f"{head}:{item['path']}")
+    oid = proc.stdout.decode().strip() if proc.returncode == 0 else None
+    sides = item.get("sides") or {}
+
+    def kept(side: str) -> bool:
+        entry = sides.get(side)
+        return oid is not None and isinstance(entry, dict) and entry.get("oid") == oid
+
+    deleted = oid is None
+    if item["rule"] == FORK_DELETED:
+        return Outcome(commit, item["path"], item["rule"], deleted, deleted, kept("theirs"))
+    return Outcome(commit, item["path"], item["rule"], deleted, kept("ours"), deleted)
+
+
 def _text_at(cat: CatFile, rev: str, path: str) -> str | None:
     try:
         return text_of(cat.read(f"{rev}:{path}")[1])
@@ -332,11 +349,16 @@ def _outcomes(source: str, path: str, replayed: FileReplay) -> list[Outcome]:
 def sync_pr_outcomes(git: Git, files: list[dict[str, Any]], commit: str,
                      head: str) -> list[Outcome]:
     """The conflict regions of one sync PR's commit 1 against the PR's head as merged:
-    ``files`` are the plan's (its JSON), whose conflicted ones are read at both commits."""
+    ``files`` are the plan's (its JSON), whose conflicted ones are read at both commits;
+    and its files one side deleted, by what the head has at their path."""
     out: list[Outcome] = []
     with CatFile(git) as cat:
         for f in files:
             if f.get("status") != "conflict":
+                continue
+            gone = [i for i in f.get("review_items", []) if i.get("rule") in WHOLE_FILE_RULES]
+            if gone:
+                out += [_deletion_kept(git, commit, head, i) for i in gone[:1]]
                 continue
             marked, resolved = _text_at(cat, commit, f["path"]), _text_at(cat, head, f["path"])
             if marked is None or resolved is None:
