@@ -311,3 +311,17 @@ def test_the_twin_comment_offers_the_text_and_shows_what_it_changes() -> None:
     assert review is not None
     assert "- `b/package.json`: Q2 → twin, as resolved at Q1" in review[0]["body"]
     assert "identical to hunks already resolved" in review[0]["body"]
+
+
+def test_a_twin_in_thousands_of_files_keeps_the_review_body_within_githubs_limit() -> None:
+    items = [twin(n, f"pkg{n:04d}/very/deep/folder/of/a/monorepo/package-lock.json")
+             for n in range(1, 2001)]
+    follows = twin_follow_ups(two_files(*items), {"Q1"}, {"Q1": "ours"}, {})
+    assert len(follows) == 1999
+    built = follow_review("c" * 40, [(f, 3, 9) for f in follows], {})
+    assert built is not None
+    review, carried = built
+    assert len(carried) == len(review["comments"]) == 1999
+    assert len(review["body"]) <= 65_536 and "more files (each comment says its own)" in \
+        review["body"]
+    assert review["body"].endswith(follow_marker("c" * 40))

@@ -276,13 +276,20 @@ def follow_review(head: str, placed: Sequence[tuple[FollowUp, int, int]],
         *(["A hunk marked *twin* is identical to hunks already resolved (the same fork, base "
            "and upstream lines), so it offers the text they got."] if twins else []),
         "Check what each drops or changes (its comment shows it) before you commit it."])
+    listed: list[str] = []
+    room = BODY_LIMIT // 2  # a twin of a lock file can recur in hundreds of files
+    for (path, side, after), ids in by_file.items():
+        line = (f"- `{path}`: {id_list(ids)} → "
+                + (f"twin, as resolved at {id_list(list(after))}" if side == TWIN
+                   else f"{side} (as {id_list(list(after))})"))
+        room -= len(line) + 1
+        if room < 0:
+            listed.append(f"- … and {len(by_file) - len(listed)} more files (each comment "
+                          "says its own)")
+            break
+        listed.append(line)
     lines = [f"**forksync** · {n} follow-up suggestion{'s' if n != 1 else ''} on "
-             f"`{head[:10]}`. {why}",
-             "\n".join(f"- `{path}`: {id_list(ids)} → "
-                       + (f"twin, as resolved at {id_list(list(after))}" if side == TWIN
-                          else f"{side} (as {id_list(list(after))})")
-                       for (path, side, after), ids in by_file.items()),
-             follow_marker(head)]
+             f"`{head[:10]}`. {why}", "\n".join(listed), follow_marker(head)]
     return {"commit_id": head, "event": "COMMENT", "body": "\n\n".join(lines),
             "comments": comments}, posted
 
