@@ -325,3 +325,47 @@ def test_a_twin_in_thousands_of_files_keeps_the_review_body_within_githubs_limit
     assert len(review["body"]) <= 65_536 and "more files (each comment says its own)" in \
         review["body"]
     assert review["body"].endswith(follow_marker("c" * 40))
+
+
+def test_a_plan_marks_twins_with_their_group_a_count_and_a_few_of_them() -> None:
+    from bot.engine.classify import TWINS_SHOWN, mark_twins
+    from bot.engine.model import ItemKind, ReviewItem, Tier
+
+    def item(n: int, path: str, ours: str = "b\n") -> ReviewItem:
+        return ReviewItem(id=f"Q{n}", kind=ItemKind.CONFLICT, path=path, upstream_path=path,
+                          tier=Tier.DECIDE, reason="", ours=ours, base="a\n", theirs="c\n")
+
+    # 20,000 copies of one lock-file hunk: each names three, not 19,999 (linear, and the
+    # JSON report stays small), the ones in other files first.
+    items = [item(n, f"pkg{n // 2}/package-lock.json") for n in range(1, 20_001)]
+    alone = item(20_001, "src/a.py", ours="other\n")
+    mark_twins([*items, alone])
+    assert alone.twins is None
+    first, second = items[0], items[1]
+    assert first.twins is not None and second.twins is not None
+    assert (first.twins["group"], first.twins["count"]) == ("Q1", 19_999)
+    assert len(first.twins["some"]) == TWINS_SHOWN == 3
+    assert all(s["path"] != second.path for s in second.twins["some"])  # other files first
+    assert items[-1].twins is not None and items[-1].twins["group"] == "Q1"
+    assert item(1, "x").to_json().get("twins") is None
+    assert first.to_json()["twins"] == first.twins
+
+
+def test_a_comment_names_a_few_twins_and_counts_the_rest() -> None:
+    from bot.engine.report.comments import render_comment
+
+    many = twin(6, "pkg6/package-lock.json", start_line=3, end_line=9,
+                choices=["ours", "theirs"], prs=[], reason="both changed",
+                twins={"group": "Q1", "count": 2999, "some": [
+                    {"id": "Q1", "path": "pkg1/package-lock.json"},
+                    {"id": "Q2", "path": "pkg6/package-lock.json"},
+                    {"id": "Q3", "path": "pkg3/package-lock.json"}]})
+    (line,) = [b for b in render_comment([many]).split("\n\n") if "Twin" in b]
+    assert line.startswith("**Twins:** Q1 in `pkg1/package-lock.json`, Q2 in this file, Q3 "
+                           "in `pkg3/package-lock.json` and 2,996 more are this very conflict")
+    assert "all 2,999 get your resolution" in line and "/sync answer" not in line
+    few = dict(many, twins={"group": "Q1", "count": 1,
+                            "some": [{"id": "Q1", "path": "pkg1/package-lock.json"}]})
+    (line,) = [b for b in render_comment([few]).split("\n\n") if "Twin" in b]
+    assert line.startswith("**Twin:** Q1 in `pkg1/package-lock.json` is this very conflict")
+    assert line.endswith("`/sync answer Q1,Q6 ours` (or `theirs`).")

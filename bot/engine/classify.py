@@ -47,6 +47,28 @@ class _Path:
     renamed_by_merge: bool = False  # the fork has it elsewhere; rename detection found it
 
 
+TWINS_SHOWN = 3  # the twins an item names; a lock file's hunk can recur hundreds of times
+
+
+def mark_twins(items: list[ReviewItem]) -> None:
+    """Give each conflict item that has twins (items with exactly its ours, base and
+    theirs) their group, their count and a few of them, the ones in other files first.
+    Linear in the items: a group is never listed whole on each of its members."""
+    groups: dict[tuple[str, str, str], list[ReviewItem]] = {}
+    for item in items:
+        if item.kind is ItemKind.CONFLICT:
+            groups.setdefault((item.ours, item.base, item.theirs), []).append(item)
+    for same in groups.values():
+        if len(same) < 2:
+            continue
+        head = same[:2 * TWINS_SHOWN + 1]
+        for item in same:
+            near = [o for o in head if o is not item]
+            near.sort(key=lambda o: o.path == item.path)  # other files first (stable)
+            item.twins = {"group": same[0].id, "count": len(same) - 1,
+                          "some": [{"id": o.id, "path": o.path} for o in near[:TWINS_SHOWN]]}
+
+
 class Classifier:
     def __init__(self, work: Git, cat: CatFile, outcome: MergeOutcome, config: Config,
                  translator: Translator, window: list[WindowEntry], cutoff: str, tip: str,
@@ -153,16 +175,11 @@ class Classifier:
         self.item_prs.attach(results, history, {p.upstream for p in likely},
                              {p.fork: (p.upstream, p.upstream_old) for p in paths})
         n = 0
-        twins: dict[tuple[str, str, str], list[ReviewItem]] = {}
         for r in results:
             for item in r.review_items:
                 n += 1
                 item.id = f"Q{n}"
-                if item.kind is ItemKind.CONFLICT:
-                    twins.setdefault((item.ours, item.base, item.theirs), []).append(item)
-        for same in twins.values():
-            for item in same if len(same) > 1 else ():
-                item.twins = [other.id for other in same if other is not item]
+        mark_twins([i for r in results for i in r.review_items])
         return Classified(results, tree, self._warnings(paths, results))
 
     def _warnings(self, paths: list[_Path], results: list[FileResult]) -> list[dict[str, object]]:

@@ -148,12 +148,13 @@ def twin_follow_ups(plan_json: Json, resolved: set[str], resolutions: Mapping[st
         first = got[0]
         if first is None or any(t is None or not _same(t, first) for t in got):
             continue
+        after = tuple(i["id"] for i in done)  # one tuple for the group, however large
         for item in twins:
             if item["id"] in resolved or item["id"] in skip:
                 continue
             if item.get("suggestion") is not None and _same(item["suggestion"], first):
                 continue
-            out.append(FollowUp(item, TWIN, tuple(i["id"] for i in done), first))
+            out.append(FollowUp(item, TWIN, after, first))
     return out
 
 

@@ -99,9 +99,10 @@ class ReviewItem:
     rule: str = ""  # conflict items: the suggestion rule that decided ("merge word by word", ...)
     # The habit of this fork's past merges that raised the tier (``bot.engine.learn``), if any.
     learned: str = ""
-    # Conflict items: the other items of the plan with exactly this hunk's three versions
-    # (its twins, ``bot.engine.follow``): people resolve them alike.
-    twins: list[str] = field(default_factory=list)
+    # Conflict items with twins, other items of the plan with exactly this hunk's three
+    # versions (``bot.engine.follow``; people resolve them alike): {"group": the first
+    # item's id, "count": how many others, "some": up to three of them, {"id", "path"}}.
+    twins: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,7 +124,7 @@ class ReviewItem:
             **({"sides": self.sides} if self.sides is not None else {}),
             **({"rule": self.rule} if self.rule else {}),
             **({"learned": self.learned} if self.learned else {}),
-            **({"twins": list(self.twins)} if self.twins else {}),
+            **({"twins": self.twins} if self.twins else {}),
         }
 
 
@@ -250,7 +251,7 @@ def item_from_json(d: dict[str, Any]) -> ReviewItem:
         suggestion=d.get("suggestion"), question=d.get("question"),
         choices=list(d.get("choices", [])), prs=list(d.get("prs", [])),
         sides=d.get("sides"), rule=d.get("rule", ""), learned=d.get("learned", ""),
-        twins=list(d.get("twins", [])),
+        twins=d.get("twins"),
     )
 
 

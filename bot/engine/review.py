@@ -21,7 +21,7 @@ from bot.engine.gate import annotation_batches, initial_remaining
 from bot.engine.git import Git
 from bot.engine.report import BODY_LIMIT, render_body, render_comment
 from bot.engine.report.comments import render_follow_comment
-from bot.engine.report.groups import id_list
+from bot.engine.report.groups import id_list, shown_ids
 
 Json = dict[str, Any]
 
@@ -279,8 +279,8 @@ def follow_review(head: str, placed: Sequence[tuple[FollowUp, int, int]],
     listed: list[str] = []
     room = BODY_LIMIT // 2  # a twin of a lock file can recur in hundreds of files
     for (path, side, after), ids in by_file.items():
-        line = (f"- `{path}`: {id_list(ids)} → "
-                + (f"twin, as resolved at {id_list(list(after))}" if side == TWIN
+        line = (f"- `{path}`: {shown_ids(ids, 12)} → "
+                + (f"twin, as resolved at {shown_ids(after)}" if side == TWIN
                    else f"{side} (as {id_list(list(after))})"))
         room -= len(line) + 1
         if room < 0:

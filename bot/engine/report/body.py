@@ -20,6 +20,7 @@ from bot.engine.report.groups import (
     id_ranges,
     own_question,
     recommend,
+    shown_ids,
 )
 from bot.engine.report.limits import BODY_LIMIT, balanced_cut
 from bot.engine.report.workflows import WORKFLOW_DIFF_LIMIT, workflow_changes
@@ -120,8 +121,8 @@ def _header(plan: Json, behind: int, posted: int | None,
         out[-1] += (f" {copies} conflict hunks are {len(twins)} conflict"
                     f"{'s' if len(twins) != 1 else ''} that recur{'s' if len(twins) == 1 else ''} "
                     "exactly (twins: the same fork, base and upstream lines"
-                    + (f", {id_list(twins[0])} among them" if len(twins) > 1 else
-                       f": {id_list(twins[0])}")
+                    + (f", {shown_ids(twins[0])} among them" if len(twins) > 1 else
+                       f": {shown_ids(twins[0])}")
                     + "): resolve one of each and push, and the others get its resolution as "
                     "a one-click follow-up.")
     learned = sum(1 for i in items if i.get("learned"))
@@ -139,14 +140,12 @@ def _header(plan: Json, behind: int, posted: int | None,
 
 def _twin_groups(items: list[Json]) -> list[list[str]]:
     """The plan's twins (conflict hunks with the same three versions), as id groups."""
-    seen: set[str] = set()
-    groups = []
+    groups: dict[str, list[str]] = {}
     for i in items:
-        if i.get("twins") and i["id"] not in seen:
-            group = [str(i["id"]), *(str(t) for t in i["twins"])]
-            seen.update(group)
-            groups.append(group)
-    return groups
+        twins = i.get("twins")
+        if isinstance(twins, dict) and twins.get("group"):
+            groups.setdefault(str(twins["group"]), []).append(str(i["id"]))
+    return list(groups.values())
 
 
 def _counts(plan: Json) -> list[str]:

@@ -14,6 +14,7 @@ from bot.engine.report.groups import (
     own_question,
     pr_label,
     recommend,
+    shown_ids,
     who_deleted,
 )
 from bot.engine.report.limits import BODY_LIMIT, SIDE_LIMIT, balanced_cut, cut_side, fence
@@ -88,21 +89,24 @@ def _answer_line(item: Json) -> str:
     return f"Answer: `/sync answer {item['id']} <{'|'.join(choices)}>`"
 
 
-def _twins_line(item: Json, twins: list[str], plan: Json | None) -> str:
+def _twins_line(item: Json, twins: Json) -> str:
     """Where else this very conflict is, and how one resolution serves them all."""
-    paths = {str(i["id"]): str(i["path"]) for f in (plan or {}).get("files", [])
-             for i in f.get("review_items", []) if str(i["id"]) in twins}
-    elsewhere = sorted({p for p in paths.values() if p != item["path"]})
-    where = (f" in {', '.join(f'`{p}`' for p in elsewhere[:3])}"
-             f"{f' and {len(elsewhere) - 3} more files' if len(elsewhere) > 3 else ''}"
-             if elsewhere else "")
-    one = len(twins) == 1
-    return (f"**Twin{'' if one else 's'}:** {id_list(twins)}{where} "
-            f"{'is' if one else 'are'} this very conflict (the same fork, base and upstream "
-            f"lines). Resolve this one and push: {'it gets' if one else 'they get'} your "
-            "resolution as a one-click follow-up (people resolved such twins alike in "
-            f"{TWIN_FIGURE}). Or answer all at once: `/sync answer "
-            f"{id_ranges([str(item['id']), *twins])} ours` (or `theirs`).")
+    some = [s for s in twins.get("some") or [] if isinstance(s, dict)]
+    count = int(twins.get("count") or len(some))
+    ids = [str(s["id"]) for s in some]
+    more = count - len(ids)
+    named = ", ".join(str(s["id"]) + (f" in `{s['path']}`" if s.get("path") != item["path"]
+                                      else " in this file") for s in some)
+    named += f" and {more:,} more" if more > 0 else ""
+    one = count == 1
+    line = (f"**Twin{'' if one else 's'}:** {named} {'is' if one else 'are'} this very "
+            "conflict (the same fork, base and upstream lines). Resolve this one and push: "
+            f"{'it gets' if one else f'all {count:,} get'} your resolution as a one-click "
+            f"follow-up (people resolved such twins alike in {TWIN_FIGURE}).")
+    if more <= 0:
+        line += (" Or answer all at once: `/sync answer "
+                 f"{id_ranges([str(item['id']), *ids])} ours` (or `theirs`).")
+    return line
 
 
 def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: int,
@@ -130,9 +134,9 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
     if item["tier"] != "Settled" and item.get("kind") != "policy":
         out.append(f"Recommended: {action}."
                    + (f" `/sync answer {item['id']} {choice}`" if choice else ""))
-    twins = [str(t) for t in item.get("twins") or []]
-    if twins and item["tier"] != "Settled":
-        out.append(_twins_line(item, twins, plan))
+    twins = item.get("twins")
+    if isinstance(twins, dict) and twins and item["tier"] != "Settled":
+        out.append(_twins_line(item, twins))
     proposal = _suggestion(item) if anchored else None
     if not anchored and item.get("kind") == "conflict" and item.get("suggestion") is not None:
         # No one-click here (the comment does not cover the whole region): show the
@@ -244,7 +248,7 @@ def _twin_comment(follow: FollowUp, limit: int) -> str | None:
     """A twin's follow-up: the text its identical, resolved twins got, in one click, and
     how that text differs from the fork's side. None when it does not fit."""
     item, text = follow.item, follow.text
-    after = id_list(list(follow.after))
+    after = shown_ids(follow.after)
     one = len(follow.after) == 1
     side = next((s for s in ("ours", "theirs") if (item.get(s) or "").rstrip("\r\n")
                  == text.rstrip("\r\n")), None)

@@ -54,6 +54,12 @@ def id_list(ids: Iterable[str]) -> str:
     return id_ranges(ids).replace(",", ", ").replace("-", "–")
 
 
+def shown_ids(ids: Sequence[str], most: int = 3) -> str:
+    """``Q1, Q4, Q9 and 40 more``: a few ids for a sentence, however many there are."""
+    head = list(ids[:most])
+    return id_list(head) + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
 def id_ranges(ids: Iterable[str]) -> str:
     """``Q1,Q3-Q5``: the ids as runs of consecutive numbers, which the command parser takes."""
     numbers = sorted({id_number(i) for i in ids})
