@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -522,3 +524,49 @@ def test_kill_9_mid_job_then_a_new_process_finishes_it_exactly_once(
     assert job is not None and job.attempts == 2
     assert store.job_state(job_id) == DONE
     assert store.claim("anyone") is None  # nothing left to run: exactly once
+
+
+class _LockedAtFirst:
+    """A SQLite connection whose switch to WAL fails ``fails`` times with ``error`` (what
+    a replica opening a new file at the same moment as another one saw, once in a few
+    thousand opens), then works."""
+
+    def __init__(self, db: Any, fails: int, error: str) -> None:
+        self._db, self.fails, self.error, self.tries = db, fails, error, 0
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.startswith("PRAGMA journal_mode"):
+            self.tries += 1
+            if self.fails:
+                self.fails -= 1
+                raise sqlite3.OperationalError(self.error)
+        return self._db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+def test_a_replica_opening_a_new_sqlite_file_another_holds_waits_its_turn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.app.store import StoreError
+    from bot.app.store.sqlite import SQLiteStore
+
+    made: list[_LockedAtFirst] = []
+    real = sqlite3.connect
+
+    def connect(fails: int, error: str) -> Callable[..., Any]:
+        def open_(*args: Any, **kwargs: Any) -> Any:
+            made.append(_LockedAtFirst(real(*args, **kwargs), fails, error))
+            return made[-1]
+        return open_
+
+    monkeypatch.setattr(sqlite3, "connect", connect(3, "database is locked"))
+    store = SQLiteStore(tmp_path / "a.sqlite3")
+    assert made[-1].tries == 4 and store.schema_version() > 0
+    store.close()
+    # Any other error stops the open at once, with the file's name.
+    monkeypatch.setattr(sqlite3, "connect", connect(1, "disk I/O error"))
+    with pytest.raises(StoreError, match=r"cannot open the SQLite database .*b\.sqlite3: "
+                                         r"disk I/O error"):
+        SQLiteStore(tmp_path / "b.sqlite3")
+    assert made[-1].tries == 1

@@ -20,6 +20,8 @@ from typing import Any, cast
 from bot.app.store import DeliveryItem, Job, SchemaMode, StoreError
 from bot.app.store.sql import SCHEMA_TABLE, Db, Migration, SqlStore, event_payload
 
+OPEN_TIMEOUT = 30.0  # seconds an open waits for another process's lock on the file
+
 MIGRATIONS: tuple[Migration, ...] = (
     (1, "deliveries, jobs, state; one running job per repository", (
         # IF NOT EXISTS: databases made before migrations were numbered already have these.
@@ -66,13 +68,29 @@ class SQLiteStore(SqlStore):
             # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so the write lock
             # is taken before the read that decides what to write (no lost claims).
             self._db = sqlite3.connect(str(path), isolation_level=None,
-                                       check_same_thread=False, timeout=30.0)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute("PRAGMA busy_timeout=30000")
+                                       check_same_thread=False, timeout=OPEN_TIMEOUT)
+            self._set_modes()
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the SQLite database {path}: {exc}") from None
         self._prepare_schema(schema)
+
+    def _set_modes(self) -> None:
+        """WAL, full sync, and the busy timeout. Switching a new file to WAL can fail at
+        once with "database is locked" while another process opens it too (replicas
+        starting together: 1 open in 120 did), without waiting on the busy handler, so
+        that step is tried again until the open timeout."""
+        deadline = time.monotonic() + OPEN_TIMEOUT
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or \
+                        time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(f"PRAGMA busy_timeout={int(OPEN_TIMEOUT * 1000)}")
 
     @contextmanager
     def _tx(self) -> Iterator[Db]:
