@@ -23,7 +23,7 @@ from bot.engine.follow import (
     follow_ups,
     placed,
     twin_follow_ups,
-    twin_key,
+    twin_groups,
 )
 from bot.engine.gate import Remaining
 from bot.engine.report.comments import render_follow_comment
@@ -252,9 +252,19 @@ def twin(n: int, path: str, **kw: Any) -> dict[str, Any]:
 
 
 def two_files(*items: dict[str, Any]) -> dict[str, Any]:
+    """A plan of ``items`` by file, its twins marked the way a plan marks them."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for i in items:
+        groups.setdefault((i["ours"], i["base"], i["theirs"]), []).append(i)
+    marked = []
+    for i in items:
+        same = groups[(i["ours"], i["base"], i["theirs"])]
+        marked.append(i | ({"twins": {"group": same[0]["id"], "count": len(same) - 1, "some": [
+            {"id": o["id"], "path": o["path"]} for o in same if o is not i][:3]}}
+            if len(same) > 1 else {}))
     paths = dict.fromkeys(i["path"] for i in items)
     return {"files": [{"path": p, "status": "conflict",
-                       "review_items": [i for i in items if i["path"] == p]} for p in paths]}
+                       "review_items": [i for i in marked if i["path"] == p]} for p in paths]}
 
 
 def test_a_twin_gets_the_text_people_wrote_at_its_resolved_twin() -> None:
@@ -282,11 +292,16 @@ def test_a_twin_follow_up_comes_before_its_files_side() -> None:
     # resolved by hand in another file: Q4 gets the twin's text.
     items = [hunk(1), hunk(2), hunk(3), hunk(4), hunk(4) | {"id": "Q9", "path": "other/t.py"}]
     wrote = "t_4 = 4  # both\n"
-    follows = all_follow_ups(two_files(*items), {"Q1", "Q2", "Q9"},
+    plan_json = two_files(*items)
+    follows = all_follow_ups(plan_json, {"Q1", "Q2", "Q9"},
                              {"Q1": "ours", "Q2": "ours", "Q9": "edited"}, {"Q9": wrote})
     assert [(f.item["id"], f.side, f.text) for f in follows] == [
         ("Q3", "ours", "t_3 = 30  # fork\n"), ("Q4", TWIN, wrote)]
-    assert twin_key(items[3]) == twin_key(items[4]) != twin_key(items[2])
+    # Twins are what the plan marked: without the mark (a plan from before), no twin.
+    assert list(twin_groups(plan_json["files"][0]["review_items"])) == ["Q4"]
+    unmarked = {"files": [{"path": PATH, "review_items": items[:4]},
+                          {"path": "other/t.py", "review_items": items[4:]}]}
+    assert twin_follow_ups(unmarked, {"Q9"}, {"Q9": "edited"}, {"Q9": wrote}) == []
 
 
 def test_the_twin_comment_offers_the_text_and_shows_what_it_changes() -> None:

@@ -17,8 +17,9 @@ lock files, of a catalogue and its template, of one header copied into three fol
 Where an open hunk's three versions (ours, base, theirs) are exactly those of a hunk
 people resolved already, and every such resolved twin got the same text, the follow-up
 offers that text, whatever it is (a side, or what people wrote). People resolved such
-twins alike in 98% of the replayed cases (``TWIN_EVIDENCE``); a twin's follow-up comes
-before its file's side.
+twins alike in 99% of the replayed cases (``TWIN_EVIDENCE``); a twin's follow-up comes
+before its file's side. The plan marks the twins (``ReviewItem.twins``,
+:func:`bot.engine.classify.mark_twins`); this module reads the mark.
 
 The App computes them after each push (:mod:`bot.sync.follow`) from what the rescan found
 resolved and how (:func:`bot.engine.rescan.classify_resolution`), and posts at most one
@@ -105,11 +106,14 @@ class FollowUp:
         return str(self.item.get(self.side) or "")
 
 
-def twin_key(item: Json) -> tuple[str, str | None, str] | None:
-    """What makes two conflict hunks twins: the same three versions, exactly."""
-    if item.get("kind") != "conflict" or item.get("ours") is None or item.get("theirs") is None:
-        return None
-    return (str(item["ours"]), item.get("base"), str(item["theirs"]))
+def twin_groups(items: Iterable[Json]) -> dict[str, list[Json]]:
+    """The plan's twins as the plan marked them: group (its first id) → its items."""
+    groups: dict[str, list[Json]] = {}
+    for item in items:
+        twins = item.get("twins")
+        if isinstance(twins, dict) and twins.get("group"):
+            groups.setdefault(str(twins["group"]), []).append(item)
+    return groups
 
 
 def resolved_text(item: Json, how: str | None, texts: Mapping[str, str]) -> str | None:
@@ -132,12 +136,7 @@ def twin_follow_ups(plan_json: Json, resolved: set[str], resolutions: Mapping[st
     """Every open hunk with a resolved twin, offered the text its resolved twins all got
     (none where they got different texts, or one of them is unknown), in plan order. Left
     out as in :func:`follow_ups`."""
-    groups: dict[tuple[str, str | None, str], list[Json]] = {}
-    for f in plan_json.get("files", []):
-        for item in f.get("review_items", []):
-            key = twin_key(item)
-            if key is not None:
-                groups.setdefault(key, []).append(item)
+    groups = twin_groups(i for f in plan_json.get("files", []) for i in f.get("review_items", []))
     skip = set(already)
     out = []
     for twins in groups.values():
@@ -211,6 +210,5 @@ def all_follow_ups(plan_json: Json, resolved: set[str], resolutions: Mapping[str
 
 
 __all__ = ["EVIDENCE", "FOLLOW_MIN", "TWIN", "TWIN_EVIDENCE", "TWIN_FIGURE", "FileFollow",
-           "FollowUp",
-           "all_follow_ups", "file_follow", "follow_marker", "follow_ups", "placed",
-           "resolved_text", "side_taken", "twin_follow_ups", "twin_key"]
+           "FollowUp", "all_follow_ups", "file_follow", "follow_marker", "follow_ups", "placed",
+           "resolved_text", "side_taken", "twin_follow_ups", "twin_groups"]

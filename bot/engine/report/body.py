@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from bot.engine.follow import FOLLOW_MIN
+from bot.engine.follow import FOLLOW_MIN, twin_groups
 from bot.engine.report.groups import (
     Group,
     follow_hint,
@@ -115,7 +115,7 @@ def _header(plan: Json, behind: int, posted: int | None,
                     f"{'s' if many != 1 else ''} with more than {FOLLOW_MIN} conflict hunks, "
                     f"resolve {FOLLOW_MIN} the same way (both ours, or both theirs) and push: "
                     "its open hunks then get that side as a one-click follow-up suggestion.")
-    twins = _twin_groups(items)
+    twins = [[str(i["id"]) for i in g] for g in twin_groups(items).values()]
     if twins:
         copies = sum(len(g) for g in twins)
         out[-1] += (f" {copies} conflict hunks are {len(twins)} conflict"
@@ -136,16 +136,6 @@ def _header(plan: Json, behind: int, posted: int | None,
                 "** merged since this window's tip. Comment `/sync extend` to fold them in; "
                 "resolutions made so far are replayed."]
     return out
-
-
-def _twin_groups(items: list[Json]) -> list[list[str]]:
-    """The plan's twins (conflict hunks with the same three versions), as id groups."""
-    groups: dict[str, list[str]] = {}
-    for i in items:
-        twins = i.get("twins")
-        if isinstance(twins, dict) and twins.get("group"):
-            groups.setdefault(str(twins["group"]), []).append(str(i["id"]))
-    return list(groups.values())
 
 
 def _counts(plan: Json) -> list[str]:
