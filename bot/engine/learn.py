@@ -303,11 +303,18 @@ def _deletion_outcome(cat: CatFile, sha: str, path: str, st: dict[int, str]) -> 
         committed: bytes | None = cat.read(f"{sha}:{path}")[1]
     except GitError:
         committed = None
-    kept = cat.read(st[2] if 2 in st else st[3])[1]
-    deleted, changed = committed is None, committed == kept
-    if 2 in st:  # upstream deleted the file; the fork's changed version is stage 2
-        return Outcome(sha, path, UPSTREAM_DELETED, deleted, changed, deleted)
-    return Outcome(sha, path, FORK_DELETED, deleted, deleted, changed)
+    changed = cat.read(st[2] if 2 in st else st[3])[1]  # the side that kept the file
+    # Stage 2 is the fork's: if it is there, upstream deleted the file.
+    return _deletion(sha, path, UPSTREAM_DELETED if 2 in st else FORK_DELETED,
+                     deleted=committed is None, changed_kept=committed == changed)
+
+
+def _deletion(source: str, path: str, rule: str, *, deleted: bool,
+              changed_kept: bool) -> Outcome:
+    """The outcome of a file one side deleted: the deletion kept, or the changed side."""
+    if rule == FORK_DELETED:
+        return Outcome(source, path, rule, deleted, deleted, changed_kept)
+    return Outcome(source, path, rule, deleted, changed_kept, deleted)
 
 
 def _deletion_kept(git: Git, commit: str, head: str, item: dict[str, Any]) -> Outcome:
@@ -315,16 +322,11 @@ def _deletion_kept(git: Git, commit: str, head: str, item: dict[str, Any]) -> Ou
     proc = git.run_proc("rev-parse", "--verify", "--quiet", "--end-of-options",
                         f"{head}:{item['path']}")
     oid = proc.stdout.decode().strip() if proc.returncode == 0 else None
-    sides = item.get("sides") or {}
-
-    def kept(side: str) -> bool:
-        entry = sides.get(side)
-        return oid is not None and isinstance(entry, dict) and entry.get("oid") == oid
-
-    deleted = oid is None
-    if item["rule"] == FORK_DELETED:
-        return Outcome(commit, item["path"], item["rule"], deleted, deleted, kept("theirs"))
-    return Outcome(commit, item["path"], item["rule"], deleted, kept("ours"), deleted)
+    changed = (item.get("sides") or {}).get("theirs" if item["rule"] == FORK_DELETED
+                                            else "ours")
+    return _deletion(commit, item["path"], item["rule"], deleted=oid is None,
+                     changed_kept=isinstance(changed, dict) and oid is not None
+                     and changed.get("oid") == oid)
 
 
 def _text_at(cat: CatFile, rev: str, path: str) -> str | None:

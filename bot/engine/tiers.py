@@ -22,7 +22,8 @@ the measurement says the promise holds beyond the sample and beyond any one proj
    Round 5 had counted a merge as right only when the rule was right at every one of its
    conflicts (a Wilson bound on such merges). That measured whether a whole merge goes
    right, not the promise a tier makes for each item, and it penalised misses spread
-   thinly more than misses that come together. Round 7 changed it to the effective size;
+   thinly more than misses that come together. Round 7 changed it to the effective size.
+
 5. the effective size also treats each **family** as a cluster, and the smaller of the two
    sizes counts: a tier is a promise to a fork nobody has replayed, so the spread between
    projects is part of what the bound must cover. A rule right in 95% of one large
