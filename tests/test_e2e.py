@@ -626,7 +626,9 @@ async def test_a_conflict_resolved_once_is_offered_at_its_twin_in_one_click(
     d_id, e_id = (re.match(r"\*\*(Q\d+) ", c.body).group(1)  # type: ignore[union-attr]
                   for c in (on_d, on_e))
     assert f"**Twin:** {e_id} in `{E}` is this very conflict" in on_d.body
-    assert f"**Twin:** {d_id} in `{D}` is this very conflict" in on_e.body
+    # The copy's comment is short: where the first one is, and its answers.
+    assert f"· Decide** — the same conflict as {d_id} in `{D}`" in on_e.body
+    assert "Upstream's change" in on_d.body and "Upstream's change" not in on_e.body
     assert "2 conflict hunks are 1 conflict that recurs exactly" in pr.body
 
     # vera resolves D by hand, with a value of her own, and pushes.

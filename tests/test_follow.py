@@ -369,18 +369,32 @@ def test_a_plan_marks_twins_with_their_group_a_count_and_a_few_of_them() -> None
 def test_a_comment_names_a_few_twins_and_counts_the_rest() -> None:
     from bot.engine.report.comments import render_comment
 
-    many = twin(6, "pkg6/package-lock.json", start_line=3, end_line=9,
-                choices=["ours", "theirs"], prs=[], reason="both changed",
-                twins={"group": "Q1", "count": 2999, "some": [
-                    {"id": "Q1", "path": "pkg1/package-lock.json"},
-                    {"id": "Q2", "path": "pkg6/package-lock.json"},
-                    {"id": "Q3", "path": "pkg3/package-lock.json"}]})
-    (line,) = [b for b in render_comment([many]).split("\n\n") if "Twin" in b]
+    # The group's first item carries the whole comment and names a few of the others.
+    first = twin(6, "pkg6/package-lock.json", start_line=3, end_line=9,
+                 choices=["ours", "theirs"], prs=[], reason="both changed",
+                 twins={"group": "Q6", "count": 2999, "some": [
+                     {"id": "Q1", "path": "pkg1/package-lock.json"},
+                     {"id": "Q2", "path": "pkg6/package-lock.json"},
+                     {"id": "Q3", "path": "pkg3/package-lock.json"}]})
+    body = render_comment([first])
+    (line,) = [b for b in body.split("\n\n") if "Twin" in b]
     assert line.startswith("**Twins:** Q1 in `pkg1/package-lock.json`, Q2 in this file, Q3 "
                            "in `pkg3/package-lock.json` and 2,996 more are this very conflict")
     assert "all 2,999 get your resolution" in line and "/sync answer" not in line
-    few = dict(many, twins={"group": "Q1", "count": 1,
-                            "some": [{"id": "Q1", "path": "pkg1/package-lock.json"}]})
+    assert "Upstream's change (base → theirs)" in body
+    few = dict(first, twins={"group": "Q6", "count": 1,
+                             "some": [{"id": "Q1", "path": "pkg1/package-lock.json"}]})
     (line,) = [b for b in render_comment([few]).split("\n\n") if "Twin" in b]
     assert line.startswith("**Twin:** Q1 in `pkg1/package-lock.json` is this very conflict")
     assert line.endswith("`/sync answer Q1,Q6 ours` (or `theirs`).")
+    # Every other copy's comment is short: where the first is, and its answers.
+    copy = dict(first, id="Q7", path="pkg7/package-lock.json", twins={
+        "group": "Q6", "count": 2999, "some": [{"id": "Q6", "path": "pkg6/package-lock.json"}]})
+    short = render_comment([copy])
+    assert short.startswith("**Q7 · Decide** — the same conflict as Q6 in "
+                            "`pkg6/package-lock.json` (the same fork, base and upstream lines; "
+                            "3,000 copies in this sync), whose comment says what each side "
+                            "changed. Resolve Q6 or any copy and push")
+    assert "Upstream's change" not in short and "Recommended" not in short
+    assert "`/sync answer Q7 ours`" in short
+    assert len(short) < len(body) - 400

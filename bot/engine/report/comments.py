@@ -109,9 +109,34 @@ def _twins_line(item: Json, twins: Json) -> str:
     return line
 
 
+def _copy_of(item: Json) -> Json | None:
+    """The twins of an item that is not its group's first (its comment is short: the
+    first one's says what each side changed), or None."""
+    twins = item.get("twins")
+    if not isinstance(twins, dict) or not twins.get("group") or item["tier"] == "Settled":
+        return None
+    return twins if str(twins["group"]) != str(item["id"]) else None
+
+
+def _copy_line(item: Json, twins: Json) -> str:
+    group = str(twins["group"])
+    path = next((str(s.get("path")) for s in twins.get("some") or []
+                 if isinstance(s, dict) and str(s.get("id")) == group), None)
+    where = f" in `{path}`" if path and path != item["path"] else ""
+    copies = int(twins.get("count") or 1) + 1
+    return (f"the same conflict as {group}{where} (the same fork, base and upstream lines; "
+            f"{copies:,} copies in this sync), whose comment says what each side changed. "
+            f"Resolve {group} or any copy and push: this one then gets that resolution as a "
+            f"one-click follow-up (people resolved such twins alike in {TWIN_FIGURE}).")
+
+
 def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: int,
                 url: str | None, with_suggestion: bool) -> list[str]:
-    out = [f"**{item['id']} · {item['tier']}** — {item['reason']}"]
+    copy = _copy_of(item)
+    if copy is not None:
+        out = [f"**{item['id']} · {item['tier']}** — {_copy_line(item, copy)}"]
+    else:
+        out = [f"**{item['id']} · {item['tier']}** — {item['reason']}"]
     if item.get("kind") == "file" and "deleted this file" not in item.get("reason", ""):
         who = who_deleted(item)
         if who == "fork":
@@ -121,7 +146,7 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
     prs = _prs_line(item, plan)
     if prs:
         out.append(prs)
-    question = own_question(item)
+    question = own_question(item) if copy is None else None
     if question:
         out.append(question)
     earlier = item.get("earlier")
@@ -131,11 +156,12 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
         out += ["Your earlier resolution (it does not fit the new region as it is):",
                 fence(text)] + ([note] if note else [])
     action, choice = recommend(item)
-    if item["tier"] != "Settled" and item.get("kind") != "policy":
+    # A copy's "combine by hand" points at diffs its first twin's comment shows.
+    if item["tier"] != "Settled" and item.get("kind") != "policy" and (copy is None or choice):
         out.append(f"Recommended: {action}."
                    + (f" `/sync answer {item['id']} {choice}`" if choice else ""))
     twins = item.get("twins")
-    if isinstance(twins, dict) and twins and item["tier"] != "Settled":
+    if isinstance(twins, dict) and twins and item["tier"] != "Settled" and copy is None:
         out.append(_twins_line(item, twins))
     proposal = _suggestion(item) if anchored else None
     if not anchored and item.get("kind") == "conflict" and item.get("suggestion") is not None:
@@ -152,7 +178,8 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
             out.append("The proposal is too long to show in one comment; "
                        f"`/sync answer {item['id']} suggested` applies it.")
     if item.get("kind") == "conflict":
-        out.append(_sides(item, side_budget, url))
+        if copy is None:
+            out.append(_sides(item, side_budget, url))
     elif item.get("theirs"):
         text, note = cut_side(item["theirs"], side_budget * 3, url, "upstream's diff")
         out.append(fence(text, "diff" if item.get("kind") == "manual" else ""))
