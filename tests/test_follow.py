@@ -398,3 +398,19 @@ def test_a_comment_names_a_few_twins_and_counts_the_rest() -> None:
     assert "Upstream's change" not in short and "Recommended" not in short
     assert "`/sync answer Q7 ours`" in short
     assert len(short) < len(body) - 400
+
+
+def test_twins_resolved_to_one_side_get_one_command_for_all_in_the_review() -> None:
+    items = [twin(n, f"pkg{n}/package.json") for n in range(1, 6)]
+    follows = twin_follow_ups(two_files(*items), {"Q1"}, {"Q1": "ours"}, {})
+    assert [f.taken for f in follows] == ["ours"] * 4
+    built = follow_review("d" * 40, [(f, 3, 9) for f in follows], {})
+    assert built is not None
+    assert ("In one command:\n- the 4 open twins of Q1, resolved to ours: "
+            "`/sync answer Q2-Q5 ours` takes it for all of them") in built[0]["body"]
+    # Resolved to a text of its own: no side to answer with, so no command.
+    wrote = '  "lodash": "4.17.21", "fork": true,\n'
+    mine = twin_follow_ups(two_files(*items), {"Q1"}, {"Q1": "edited"}, {"Q1": wrote})
+    assert [f.taken for f in mine] == [None] * 4
+    built = follow_review("d" * 40, [(f, 3, 9) for f in mine], {})
+    assert built is not None and "In one command" not in built[0]["body"]

@@ -105,6 +105,14 @@ class FollowUp:
             return self.resolved or ""
         return str(self.item.get(self.side) or "")
 
+    @property
+    def taken(self) -> str | None:
+        """The side this follow-up's text is ("ours", "theirs"), or None for another text."""
+        if self.side != TWIN:
+            return self.side
+        return next((s for s in ("ours", "theirs")
+                     if _same(str(self.item.get(s) or ""), self.text)), None)
+
 
 def twin_groups(items: Iterable[Json]) -> dict[str, list[Json]]:
     """The plan's twins as the plan marked them: group (its first id) → its items."""

@@ -21,7 +21,7 @@ from bot.engine.gate import annotation_batches, initial_remaining
 from bot.engine.git import Git
 from bot.engine.report import BODY_LIMIT, render_body, render_comment
 from bot.engine.report.comments import render_follow_comment
-from bot.engine.report.groups import id_list, shown_ids
+from bot.engine.report.groups import id_list, id_ranges, shown_ids
 
 Json = dict[str, Any]
 
@@ -289,9 +289,31 @@ def follow_review(head: str, placed: Sequence[tuple[FollowUp, int, int]],
             break
         listed.append(line)
     lines = [f"**forksync** · {n} follow-up suggestion{'s' if n != 1 else ''} on "
-             f"`{head[:10]}`. {why}", "\n".join(listed), follow_marker(head)]
+             f"`{head[:10]}`. {why}", "\n".join(listed), *_twin_commands(posted),
+             follow_marker(head)]
     return {"commit_id": head, "event": "COMMENT", "body": "\n\n".join(lines),
             "comments": comments}, posted
+
+
+def _twin_commands(posted: Sequence[FollowUp], room: int = BODY_LIMIT // 8) -> list[str]:
+    """One command per group of twins resolved to one side: all its open copies at once
+    (a lock file's hunk can recur fifty times; fifty clicks is a lot)."""
+    groups: dict[tuple[tuple[str, ...], str], list[str]] = {}
+    for f in posted:
+        side = f.taken
+        if f.side == TWIN and side is not None:
+            groups.setdefault((f.after, side), []).append(str(f.item["id"]))
+    lines = []
+    for (after, side), ids in groups.items():
+        if len(ids) < 2:
+            continue
+        line = (f"- the {len(ids)} open twins of {shown_ids(after)}, resolved to {side}: "
+                f"`/sync answer {id_ranges(ids)} {side}` takes it for all of them")
+        room -= len(line)
+        if room < 0:
+            break
+        lines.append(line)
+    return ["In one command:\n" + "\n".join(lines)] if lines else []
 
 
 def offending_comments(exc: BaseException, comments: Sequence[Json]) -> set[int]:

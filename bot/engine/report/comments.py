@@ -277,8 +277,7 @@ def _twin_comment(follow: FollowUp, limit: int) -> str | None:
     item, text = follow.item, follow.text
     after = shown_ids(follow.after)
     one = len(follow.after) == 1
-    side = next((s for s in ("ours", "theirs") if (item.get(s) or "").rstrip("\r\n")
-                 == text.rstrip("\r\n")), None)
+    side = follow.taken
     what = {"ours": "the fork's side (ours)", "theirs": "upstream's side (theirs)",
             None: "a text of its own (neither side as it was)"}[side]
     head = (f"**{item['id']} · follow-up: as resolved at {after}** — this conflict is "
