@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -45,7 +48,8 @@ class Browser:
         self._proc = subprocess.Popen(
             [CHROMIUM, *FLAGS, f"--user-data-dir={self._profile.name}",
              f"--window-size={self.size[0]},{self.size[1]}", "--remote-debugging-port=0",
-             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True)  # its own process group: its helpers go with it
         port = await asyncio.wait_for(asyncio.to_thread(self._devtools_port), 60)
         self._session = aiohttp.ClientSession()
         async with self._session.get(f"http://127.0.0.1:{port}/json/list") as r:
@@ -72,9 +76,19 @@ class Browser:
         if self._session is not None:
             await self._session.close()
         if self._proc is not None:
-            self._proc.kill()
+            # Killing only the browser process left its helpers writing into the profile
+            # while it was removed ("Directory not empty: 'Default'" in one CI run).
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait(timeout=30)
-        self._profile.cleanup()
+        for attempt in range(10):
+            try:
+                self._profile.cleanup()
+                break
+            except OSError:
+                if attempt == 9:
+                    raise
+                await asyncio.sleep(0.2)
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
         """One DevTools command; events that arrive meanwhile are kept for :meth:`wait_for`."""
