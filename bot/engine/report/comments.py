@@ -251,24 +251,15 @@ def render_follow_comment(follow: FollowUp, open_ids: Sequence[str], *,
             f"{EVIDENCE[0].upper()}{EVIDENCE[1:]}: check that {dropped.split(' (')[0]} "
             "below can go.")
     rest = [x for x in open_ids if x != item["id"]]
-    if item.get("suggestion") is not None:
-        head += (" The first comment on these lines offers another starting point (the "
-                 "rule's); commit one of the two.")
     tail = (f"Other answers: `/sync answer {item['id']} {other}` takes "
             f"{'upstream' if other == 'theirs' else 'the fork'}'s side instead, or edit the "
             "region by hand." + (f" Every open hunk of this file alike, in one command: "
                                  f"`/sync answer {id_ranges([item['id'], *rest])} {side}`."
                                  if rest else ""))
-    suggestion = fence(follow.text, "suggestion")
     diff = change_diff(item.get("base") or "", item.get(other) or "", "base", other)
-    for budget in (SIDE_LIMIT, SIDE_LIMIT // 6, 200):
-        text, note = cut_side(diff, budget, None, f"the {other} diff")
-        body = "\n\n".join([head, f"One click takes {whose} for the whole region:",
-                             suggestion, f"Committing it drops {dropped}:", fence(text, "diff"),
-                             *([note] if note else []), tail])
-        if len(body) <= limit:
-            return body
-    return None
+    return _follow_body(follow, head, f"One click takes {whose} for the whole region:",
+                        f"Committing it drops {dropped}:", diff, f"the {other} diff", tail,
+                        limit)
 
 
 def _twin_comment(follow: FollowUp, limit: int) -> str | None:
@@ -285,9 +276,6 @@ def _twin_comment(follow: FollowUp, limit: int) -> str | None:
             f"{'was' if one else 'were all'} resolved to {what}, so this one offers "
             f"{'it' if one else 'the same'} in one click. "
             f"{TWIN_EVIDENCE[0].upper()}{TWIN_EVIDENCE[1:]}.")
-    if item.get("suggestion") is not None:
-        head += (" The first comment on these lines offers another starting point (the "
-                 "rule's); commit one of the two.")
     tail = ("Other answers: `/sync answer "
             f"{item['id']} ours` or `theirs` takes one side instead, or edit the region by hand.")
     if side is not None:
@@ -298,11 +286,21 @@ def _twin_comment(follow: FollowUp, limit: int) -> str | None:
     else:
         caption = "Against the fork's side (ours), it changes:"
         diff = change_diff(item.get("ours") or "", text, "ours", "resolution")
-    suggestion = fence(text, "suggestion")
+    return _follow_body(follow, head, f"One click commits {after}'s resolution for the whole "
+                        "region:", caption, diff, "the diff", tail, limit)
+
+
+def _follow_body(follow: FollowUp, head: str, lead: str, caption: str, diff: str,
+                 what: str, tail: str, limit: int) -> str | None:
+    """A follow-up comment: its head, the suggestion of the follow-up's text, the diff of
+    what it drops or changes (cut to fit), its other answers. None when it cannot fit."""
+    if follow.item.get("suggestion") is not None:
+        head += (" The first comment on these lines offers another starting point (the "
+                 "rule's); commit one of the two.")
+    suggestion = fence(follow.text, "suggestion")
     for budget in (SIDE_LIMIT, SIDE_LIMIT // 6, 200):
-        shown, note = cut_side(diff, budget, None, "the diff")
-        body = "\n\n".join([head, f"One click commits {after}'s resolution for the whole "
-                                  "region:", suggestion, caption, fence(shown, "diff"),
+        shown, note = cut_side(diff, budget, None, what)
+        body = "\n\n".join([head, lead, suggestion, caption, fence(shown, "diff"),
                              *([note] if note else []), tail])
         if len(body) <= limit:
             return body
