@@ -155,16 +155,21 @@ def follow_stats(cases: Sequence[Any]) -> FollowStats:
 
     for hunks in by_merge.values():
         hunks.sort(key=lambda c: (c.path, c.line))
-        seen: dict[tuple[str, str | None, str], list[str]] = {}
-        files: dict[str, list[tuple[Json, Any]]] = {}
+        seen: dict[tuple[str, str | None, str], tuple[str, bool]] = {}
+        files: dict[str, tuple[list[Json], dict[str, str]]] = {}  # items so far, said
         for c in hunks:
-            earlier = seen.setdefault((c.ours, c.base, c.theirs), [])
-            text = earlier[0] if earlier and all(same_text(t, earlier[0]) for t in earlier) \
-                else None
-            earlier.append(c.committed)
-            mine = files.setdefault(c.path, [])
-            mine.append(({"id": f"Q{len(mine) + 1}", "kind": "conflict", "path": c.path,
-                          "ours": c.ours, "theirs": c.theirs, "suggestion": c.suggestion}, c))
+            # The twins so far: the text the first got, and whether all got it (None: no
+            # twin yet). Kept as it goes, so a lock file's thousand copies stay linear.
+            key = (c.ours, c.base, c.theirs)
+            first = seen.get(key)
+            text = first[0] if first is not None and first[1] else None
+            seen[key] = (c.committed, True) if first is None else \
+                (first[0], first[1] and same_text(c.committed, first[0]))
+            items, said = files.setdefault(c.path, ([], {}))
+            qid = f"Q{len(items) + 1}"
+            items.append({"id": qid, "kind": "conflict", "path": c.path, "ours": c.ours,
+                          "theirs": c.theirs, "suggestion": c.suggestion})
+            twin = False
             if text is not None:
                 right = same_text(c.committed, text)
                 st.twin[0] += right
@@ -173,22 +178,31 @@ def follow_stats(cases: Sequence[Any]) -> FollowStats:
                     st.twin_offered[0] += right
                     st.twin_offered[1] += 1
                     offer(c, right)
-                    continue
-            if len(mine) <= FOLLOW_MIN:
-                continue
-            items = [i for i, _ in mine]
-            said = {i["id"]: "ours" if h.ours_right else "theirs" if h.theirs_right else "edited"
-                    for i, h in mine}
-            done = {i["id"] for i in items[:-1]}
-            follow = file_follow(items, done, said)
-            if follow is None:
-                continue
-            right = bool(c.ours_right if follow.side == "ours" else c.theirs_right)
-            st.hint[follow.side][0] += right
-            st.hint[follow.side][1] += 1
-            if follow_ups({"files": [{"review_items": items}]}, done, said):
-                offer(c, right)  # else its own suggestion is that side already
+                    twin = True  # the review offers the twin's text, not the side
+            if len(items) > FOLLOW_MIN:  # the checklist's hint stands either way
+                _side_follow(st, c, items, said, None if twin else offer)
+            said[qid] = _said(c)
     return st
+
+
+def _said(c: Any) -> str:
+    """What a replayed hunk's people did, as the App records an answer or a push."""
+    return "ours" if c.ours_right else "theirs" if c.theirs_right else "edited"
+
+
+def _side_follow(st: FollowStats, c: Any, items: list[Json], said: dict[str, str],
+                 offer: Callable[[Any, bool], None] | None) -> None:
+    """The file's side follow-up at hunk ``c``, the last of ``items``: the hint, and (with
+    ``offer``) the review's suggestion unless its own suggestion is that side already."""
+    done = {i["id"] for i in items[:-1]}
+    follow = file_follow(items, done, said)
+    if follow is None:
+        return
+    right = bool(c.ours_right if follow.side == "ours" else c.theirs_right)
+    st.hint[follow.side][0] += right
+    st.hint[follow.side][1] += 1
+    if offer is not None and follow_ups({"files": [{"review_items": items}]}, done, said):
+        offer(c, right)
 
 
 def _pct(a: int, b: int) -> str:

@@ -414,3 +414,15 @@ def test_twins_resolved_to_one_side_get_one_command_for_all_in_the_review() -> N
     assert [f.taken for f in mine] == [None] * 4
     built = follow_review("d" * 40, [(f, 3, 9) for f in mine], {})
     assert built is not None and "In one command" not in built[0]["body"]
+
+
+def test_the_replay_counts_the_checklists_hint_even_where_a_twin_is_offered() -> None:
+    # a.json's conflict recurs as z.json's third hunk; z.json's first two took ours.
+    same = {"ours": "o\n", "theirs": "t\n"}
+    cases = [case("m", 3, "ours", path="a.json", **same),  # the same base as z.json:3
+             case("m", 1, "ours", path="z.json"), case("m", 2, "ours", path="z.json"),
+             case("m", 3, "ours", path="z.json", **same)]
+    hint, twins, offered, _ = follow_lines(cases)
+    assert "right in 1 of 1" in hint  # the checklist names ours at z.json's third hunk
+    assert twins.endswith("alike in 1 of 1 (100.0%); offered as follow-ups at 1, right at 1")
+    assert offered.endswith("1 hunks, right in 1 (100.0%)")  # the twin, not a second one
