@@ -240,10 +240,12 @@ class World:
         pr = await self.sim.open_pr(UPSTREAM, branch, title="Tune the tables", user="alice")
         return await self.sim.merge_pr(UPSTREAM, pr.number, method="squash", user="zhuzilin")
 
-    async def open_sync(self, collaborator: str = "vera") -> Any:
-        """``collaborator`` may write to the fork; an upstream PR merges; the sync PR opens."""
+    async def open_sync(self, collaborator: str = "vera",
+                        extra: dict[str, str] | None = None) -> Any:
+        """``collaborator`` may write to the fork; an upstream PR merges (with ``extra``
+        files changed too); the sync PR opens."""
         self.sim.add_collaborator(FORK, collaborator, "write")
-        await self.merge_upstream()
+        await self.merge_upstream(extra=extra)
         await self.idle()
         return self.sync_pr()
 
@@ -554,10 +556,7 @@ def take_regions(text: str, side: str, count: int) -> str:
 async def test_two_hunks_resolved_alike_get_the_rest_of_the_file_a_one_click_follow_up(
         world: World) -> None:
     sim = world.sim
-    sim.add_collaborator(FORK, "vera", "write")
-    await world.merge_upstream(extra=C_CHANGE)
-    await world.idle()
-    pr = world.sync_pr()
+    pr = await world.open_sync(extra=C_CHANGE)
     commit1 = pr.head_sha
     on_c = sorted((c for c in sim.review_comments(FORK, pr.number) if c.path == C),
                   key=lambda c: c.line)
@@ -616,10 +615,7 @@ async def test_two_hunks_resolved_alike_get_the_rest_of_the_file_a_one_click_fol
 async def test_a_conflict_resolved_once_is_offered_at_its_twin_in_one_click(
         world: World) -> None:
     sim = world.sim
-    sim.add_collaborator(FORK, "vera", "write")
-    await world.merge_upstream(extra=TWIN_CHANGE)
-    await world.idle()
-    pr = world.sync_pr()
+    pr = await world.open_sync(extra=TWIN_CHANGE)
     # The first review names the twins on each, and the body says how they resolve.
     (on_d,) = [c for c in sim.review_comments(FORK, pr.number) if c.path == D]
     (on_e,) = [c for c in sim.review_comments(FORK, pr.number) if c.path == E]
