@@ -47,8 +47,10 @@ from bot.engine.replay import (  # noqa: E402
     merge_tree,
     replay_file,
     same_text,
+    stage_changes,
     text_of,
 )
+from bot.engine.share import Changed  # noqa: E402
 from bot.engine.suggest import propose_whole_file  # noqa: E402
 from bot.errors import GitError  # noqa: E402
 
@@ -59,7 +61,7 @@ MERGES = ROOT / "bench" / "replay_merges.txt"
 # Every set replayed so far; from round 7 the validation sets valid2..valid5, all spent,
 # are training data too (bench/README.md).
 TRAINING = ("dev", "heldout", "fresh", "valid", "valid2", "valid3", "valid4", "valid5",
-            "valid6", "valid7")
+            "valid6", "valid7", "valid8")
 TIERS = ("Settled", "Confirm", "Decide")
 TARGETS = {"Settled": 0.97, "Confirm": 0.80}
 TARGET_COVERAGE = 0.40
@@ -167,7 +169,8 @@ def replay_merge(set_name: str, repo: str, clone: str, sha: str) -> MergeResult:
             if merged is None or resolved is None:
                 continue
             out.files += 1
-            out.cases += _replay_file(out, path, merged, resolved, added_both=1 not in st)
+            out.cases += _replay_file(out, path, merged, resolved, added_both=1 not in st,
+                                      changed=stage_changes(cat, st))
     out.seconds = time.perf_counter() - started
     return out
 
@@ -198,8 +201,8 @@ def _blob_text(out: MergeResult, cat: CatFile, rev: str, missing: str,
 
 
 def _replay_file(out: MergeResult, path: str, merged: str, resolved: str, *,
-                 added_both: bool) -> list[Case]:
-    replayed = replay_file(path, merged, resolved, added_both=added_both)
+                 added_both: bool, changed: Changed | None) -> list[Case]:
+    replayed = replay_file(path, merged, resolved, added_both=added_both, changed=changed)
     out.unanchored += replayed.unanchored
     if replayed.committed_with_markers:
         out.skipped["hunk committed with its markers"] += replayed.committed_with_markers

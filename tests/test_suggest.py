@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.engine import suggest
+from bot.engine import share, suggest
 from bot.engine.markers import find_marker_regions_in_lines, split_lines
 from bot.engine.model import Tier
 from bot.engine.remerge import fine_merge, merge_lines, merge_words, tokens
@@ -25,11 +25,11 @@ from bot.engine.suggest import (
 # -- the same change -------------------------------------------------------------------
 
 
-def test_same_change_up_to_trailing_whitespace_starts_from_ours() -> None:
-    # Right in 3 of 3 replayed hunks: too few to promise anything (RULE_TIERS).
+def test_same_change_up_to_trailing_whitespace_is_proposed_as_ours() -> None:
+    # Right in 43 of 43 replayed hunks of 14 projects (round 9): a Confirm (RULE_TIERS).
     p = propose("x = 2  \n", "x = 1\n", "x = 2\n")
-    assert (p.tier, p.rule, p.suggestion) == (Tier.DECIDE, "same change", "x = 2  \n")
-    assert p.choices == ("suggested", "ours", "theirs")
+    assert (p.tier, p.rule, p.suggestion) == (Tier.CONFIRM, "same change", "x = 2  \n")
+    assert p.choices == ("suggested", "theirs")  # ours is the proposal itself
 
 
 def test_same_change_in_another_layout_starts_from_the_forks_layout() -> None:
@@ -445,3 +445,62 @@ def test_when_patience_gives_up_difflib_aligns_the_lines(monkeypatch: pytest.Mon
     monkeypatch.setattr(patiencediff, "PatienceSequenceMatcher", GivesUp)
     chunks = merge_lines("a\nb\nc\nd\n", "a\nB\nc\nd\n", "a\nb\nc\nD\n")
     assert "".join(c.text for c in chunks) == "a\nB\nc\nD\n"
+
+
+# -- a conflict in a file the fork owns ------------------------------------------------
+
+
+def _owned(fork: int, upstream: int) -> share.Changed:
+    return share.Changed(fork, upstream)
+
+
+def test_a_conflict_in_a_file_the_fork_rewrote_starts_from_ours() -> None:
+    h = Hunk("    return rt.alloc(n, domain)\n", "    return alloc(n)\n",
+             "    return alloc(n, flags)\n", path="runtime/gc.c", changed=_owned(90, 10))
+    p = propose_hunk(h)
+    assert (p.tier, p.rule, p.suggestion) == (Tier.DECIDE, suggest.FORK_FILE, h.ours)
+    assert p.choices == ("suggested", "ours", "theirs")
+    # The reason says whose file it is and what the click drops.
+    assert "the fork made 90 of its 100 changed lines" in p.reason
+    assert "upstream's change here is not applied" in p.reason
+    assert "changed `return alloc(n)` to `return alloc(n, flags)`" in p.reason
+
+
+@pytest.mark.parametrize(("fork", "upstream"), [(69, 31), (0, 0), (10, 90)])
+def test_a_file_the_fork_does_not_own_keeps_the_bare_question(fork: int, upstream: int) -> None:
+    h = Hunk("x = 2\n", "x = 1\n", "x = 3\n", changed=_owned(fork, upstream))
+    p = propose_hunk(h)
+    assert (p.rule, p.suggestion, p.candidate) == ("conflict", None, None)
+
+
+def test_without_the_files_versions_a_conflict_stays_bare() -> None:
+    p = propose_hunk(Hunk("x = 2\n", "x = 1\n", "x = 3\n"))
+    assert (p.rule, p.suggestion) == ("conflict", None)
+
+
+def test_upstreams_larger_edit_in_the_forks_file_is_not_overruled() -> None:
+    # The fork owns the file but touched one line here, where upstream rewrote five.
+    base = "".join(f"line {i}\n" for i in range(6))
+    theirs = "".join(f"new {i}\n" for i in range(6))
+    ours = base.replace("line 0\n", "fork 0\n")
+    p = propose_hunk(Hunk(ours, base, theirs, changed=_owned(500, 20)))
+    assert p.rule != suggest.FORK_FILE and p.suggestion != ours
+
+
+def test_the_rule_applies_only_where_no_finer_rule_does() -> None:
+    # A clean finer merge in the fork's file is still the merge, not the fork's side.
+    p = propose_hunk(Hunk("a = 1\nb = 2\nc = 3\n", "a = 1\nb = 1\nc = 1\n",
+                          "a = 1\nb = 1\nc = 3\n", changed=_owned(90, 1)))
+    assert p.rule != suggest.FORK_FILE
+
+
+def test_lines_are_counted_as_git_numstat_counts_them() -> None:
+    base = "a\nb\nc\nd\n"
+    assert share.changed_lines(base, base) == 0
+    assert share.changed_lines(base, "a\nB\nc\nd\n") == 2  # one removed, one added
+    assert share.changed_lines(base, "a\nc\nd\ne\nf\n") == 3
+    assert share.changed_lines("", "x\ny\n") == 2
+    c = share.file_changes(base, "a\nB\nc\nd\n", "a\nb\nc\nd\ne\n")
+    assert c == share.Changed(2, 1) and round(c.fork_share, 3) == 0.667
+    assert share.file_changes(None, base, base) is None  # add/add: no base
+    assert share.Changed(0, 0).fork_share == 0.0

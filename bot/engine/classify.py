@@ -22,6 +22,7 @@ from bot.engine.merge import (
 )
 from bot.engine.mergetalk import describe
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
+from bot.engine.share import file_changes
 from bot.engine.suggest import propose_region, propose_whole_file
 from bot.engine.text import decode
 from bot.engine.translate import Translator
@@ -360,9 +361,13 @@ class Classifier:
         # No stage 1 in git's index entries: neither side had the file at base (add/add).
         stages = {stage for _mode, _oid, stage in self.o.conflicts.get(r.path, [])}
         added_both = bool(stages) and 1 not in stages
+        changed = None if added_both else file_changes(
+            *(self._read_text(self._entry(tree, r.path))
+              for tree in (self.base, self.ours, self.theirs)))
         for region in regions:
             base = region.base or ""
-            prop = propose_region(lines, region, added_both=added_both, path=r.path)
+            prop = propose_region(lines, region, added_both=added_both, path=r.path,
+                                  changed=changed)
             if self.learned is not None:
                 prop = self.learned.apply(prop, region.ours, region.theirs, r.path)
             items.append(ReviewItem(

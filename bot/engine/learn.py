@@ -49,6 +49,7 @@ from bot.engine.replay import (
     conflicting_merges,
     replay_file,
     same_text,
+    stage_changes,
     text_of,
 )
 from bot.engine.suggest import (
@@ -247,8 +248,8 @@ def merge_outcomes(cat: CatFile, merge: Remerged) -> list[Outcome]:
         merged, resolved = _text_at(cat, merge.tree, path), _text_at(cat, merge.sha, path)
         if merged is None or resolved is None:
             continue
-        out += _outcomes(merge.sha, path,
-                         replay_file(path, merged, resolved, added_both=1 not in st))
+        out += _outcomes(merge.sha, path, replay_file(
+            path, merged, resolved, added_both=1 not in st, changed=stage_changes(cat, st)))
     return out
 
 

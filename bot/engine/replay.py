@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bot.engine.git import Git
+from bot.engine.git import CatFile, Git
 from bot.engine.markers import (
     MARKER_SIZE,
     MarkerRegion,
@@ -22,6 +22,7 @@ from bot.engine.markers import (
     has_markers,
     split_lines,
 )
+from bot.engine.share import Changed, file_changes
 from bot.engine.suggest import Proposal, propose_region
 from bot.errors import GitError
 
@@ -89,6 +90,15 @@ def text_of(data: bytes) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def stage_changes(cat: CatFile, stages: dict[int, str]) -> Changed | None:
+    """What each side changed in a conflicted file, from its index stages (1 base, 2 ours,
+    3 theirs); None for an add/add, a deletion, or a version that is not text."""
+    if not {1, 2, 3} <= stages.keys():
+        return None
+    texts = [text_of(data) for _, data in cat.read_many([stages[n] for n in (1, 2, 3)])]
+    return file_changes(*texts)
 
 
 def _significant(lines: list[str]) -> bool:
@@ -186,7 +196,7 @@ class FileReplay:
 
 
 def replay_file(path: str, merged: str, resolved: str, *, added_both: bool,
-                size: int = MARKER_SIZE) -> FileReplay:
+                size: int = MARKER_SIZE, changed: Changed | None = None) -> FileReplay:
     """Each marker region of ``merged`` (git's merge, diff3 markers of ``size``) against
     the text people committed at the same place in ``resolved``."""
     lines = split_lines(merged)
@@ -214,6 +224,7 @@ def replay_file(path: str, merged: str, resolved: str, *, added_both: bool,
         if any(has_markers("".join(piece), s) for s in {size, MARKER_SIZE}):
             out.committed_with_markers += 1
             continue
-        prop = propose_region(lines, region, added_both=added_both, path=path)
+        prop = propose_region(lines, region, added_both=added_both, path=path,
+                              changed=changed)
         out.regions.append(Replayed(region, prop, "".join(piece)))
     return out
