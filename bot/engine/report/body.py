@@ -24,6 +24,7 @@ from bot.engine.report.groups import (
 )
 from bot.engine.report.limits import BODY_LIMIT, balanced_cut
 from bot.engine.report.workflows import WORKFLOW_DIFF_LIMIT, workflow_changes
+from bot.engine.suggest import FORK_FILE
 
 BEGIN = "<!-- forksync:begin -->"
 END = "<!-- forksync:end -->"
@@ -288,6 +289,8 @@ _NEEDS = [
     ("add/add", "{n} file{s} both sides added: keep one version"),
     ("by hand", "{n} hunk{s} to combine by hand (both edits shown as diffs)"),
     ("answer", "{n} hunk{s} with a recommended answer, one command each"),
+    ("fork file", "{n} hunk{s} in files the fork rewrote, with the fork's version proposed "
+     "(upstream's change there is left out), one click each"),
     ("start", "{n} starting point{s} to check, one click each"),
     ("proposal", "{n} proposal{s} to confirm, one click each"),
     ("flag", "{n} flagged line{s} to keep, adapt or drop"),
@@ -305,7 +308,9 @@ def _need(item: Json) -> str:
     if item.get("rule") == "add/add":
         return "add/add"
     if item.get("suggestion") is not None:
-        return "start" if item.get("tier") == "Decide" else "proposal"
+        if item.get("tier") != "Decide":
+            return "proposal"
+        return "fork file" if item.get("rule") == FORK_FILE else "start"
     return "answer" if recommend(item)[1] else "by hand"
 
 

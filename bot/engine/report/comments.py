@@ -18,6 +18,7 @@ from bot.engine.report.groups import (
     who_deleted,
 )
 from bot.engine.report.limits import BODY_LIMIT, SIDE_LIMIT, balanced_cut, cut_side, fence
+from bot.engine.suggest import FORK_FILE
 
 Json = dict[str, Any]
 
@@ -41,6 +42,9 @@ def _suggestion(item: Json) -> tuple[str, str] | None:
         return None
     what = ("A starting point, not a sure answer (what it keeps is said above); check it "
             "before you commit it" if item.get("tier") == "Decide" else "Proposed resolution")
+    if item.get("tier") == "Decide" and item.get("rule") == FORK_FILE:
+        what = ("The fork's version (ours), which leaves upstream's change shown here out: "
+                "commit it if the fork's rewrite already covers or replaces that change")
     return item["suggestion"], f"{what} (one click replaces the whole marker region):"
 
 
