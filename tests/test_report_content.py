@@ -20,7 +20,8 @@ from bot.engine.report import (
     render_comment,
     warning_annotations,
 )
-from bot.engine.suggest import propose
+from bot.engine.share import Changed
+from bot.engine.suggest import Hunk, propose, propose_hunk
 from tests.test_report import _item, _plan
 
 
@@ -343,3 +344,25 @@ def test_a_group_of_one_says_its_id_and_path_once_and_counts_many_prs() -> None:
     settled = _item(3, "vime/kept.py", kind="policy")
     settled.update(tier="Settled", reason="policy `ours`", start_line=None, end_line=None)
     assert "\n  - Q3 `vime/kept.py`: policy `ours`" in render_body(_plan_with([settled]))
+
+
+def test_a_proposal_from_the_forks_file_says_what_its_click_leaves_out() -> None:
+    ours, base, theirs = "    return rt.alloc(n, domain)\n", "    return alloc(n)\n", \
+        "    return alloc(n, flags)\n"
+    p = propose_hunk(Hunk(ours, base, theirs, path="vime/gc.py", changed=Changed(90, 10)))
+    item = _conflict(5, "vime/gc.py", base, theirs, ours, [101])
+    item.update(tier=p.tier.value, rule=p.rule, reason=p.reason, question=p.question,
+                choices=list(p.choices), suggestion=p.suggestion)
+    text = render_comment([item], _plan())
+    assert "```suggestion\n    return rt.alloc(n, domain)\n```" in text
+    assert "It leaves out upstream's change (the first diff below)" in text
+    assert text.index("```suggestion") < text.index("Upstream's change (base → theirs)")
+    assert "+    return alloc(n, flags)" in text  # what the click drops is shown as a diff
+    body = render_body(_plan_with([item]))
+    assert ("| 1 hunk in files the fork rewrote, with the fork's version proposed (upstream's "
+            "change there is left out), one click each | Q5 |") in body
+    # Any other starting point keeps the generic row and label.
+    other = _proposed(6, "vime/a.py", "x = f(a)\ny = 2  # vime\n", "x = f(a)\ny = 2\n",
+                      "x = f(a, b)\ny = 2\n")
+    assert "starting point to check" in render_body(_plan_with([other]))
+    assert "It leaves out upstream's change" not in render_comment([other], _plan())

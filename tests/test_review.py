@@ -28,6 +28,7 @@ from bot.engine.review import (
     review_marker,
     write_budget,
 )
+from bot.engine.suggest import FORK_FILE
 from bot.errors import ForksyncError
 from tests.factory import make_threads
 
@@ -294,6 +295,21 @@ def test_on_real_git_every_item_whose_file_is_in_the_diff_gets_a_thread(
         hunks = diff.files[comment["path"]].right_hunks
         start = comment.get("start_line", comment["line"])
         assert any(h.has(start, comment["line"]) for h in hunks), comment["path"]
+
+
+def test_on_real_git_a_conflict_in_the_forks_own_file_starts_from_ours(
+        threads_sync: tuple[dict[str, Any], str, str]) -> None:
+    # The fork rewrote 22 of table.py's 60 lines, upstream 3 (44 and 6 changed lines, as
+    # git diff --numstat counts them): its conflict over lines 10-30 starts from ours.
+    plan, diff_text, commit = threads_sync
+    (q6,) = [i for i in plan_items(plan) if i["id"] == "Q6"]
+    assert (q6["rule"], q6["tier"], q6["suggestion"]) == (FORK_FILE, "Decide", q6["ours"])
+    assert "the fork changed 44 and upstream 6" in q6["reason"]
+    # Its region spans two hunks of the PR diff: no one-click, the command commits it.
+    d = build_delivery(plan, PrDiff.parse(diff_text), commit)
+    (comment,) = [c for c in d.review["comments"] if "**Q6 " in c["body"]]
+    assert "```suggestion" not in comment["body"]
+    assert "`/sync answer Q6 suggested`" in comment["body"]
 
 
 def test_the_check_request_is_the_gate_on_commit_1(

@@ -461,7 +461,8 @@ def test_a_conflict_in_a_file_the_fork_rewrote_starts_from_ours() -> None:
     assert (p.tier, p.rule, p.suggestion) == (Tier.DECIDE, suggest.FORK_FILE, h.ours)
     assert p.choices == ("suggested", "ours", "theirs")
     # The reason says whose file it is and what the click drops.
-    assert "the fork made 90 of its 100 changed lines" in p.reason
+    assert "of the 100 lines changed in it since the two split, the fork changed 90 and " \
+        "upstream 10" in p.reason
     assert "upstream's change here is not applied" in p.reason
     assert "changed `return alloc(n)` to `return alloc(n, flags)`" in p.reason
 

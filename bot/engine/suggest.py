@@ -75,9 +75,9 @@ MERGED_INTO_THEIRS = frozenset({"already in theirs", "already in theirs, by word
 FORK_FILE = "conflict, the fork's file"
 FORK_FILE_SHARE = 0.7
 FORK_REGION_SHARE = 0.4
-FORK_FILE_FIGURE = ("in such hunks of 30 projects' merges people kept the fork's version in "
-                    "4,765 of 7,542 (63%; half or more in 15 of the 29 projects with ten or "
-                    "more), took upstream's in 861 (11%) and combined the two by hand in the "
+FORK_FILE_FIGURE = ("people kept the fork's version in 63% of such hunks of 30 projects' "
+                    "merges (4,765 of 7,542; half or more in 15 of the 29 projects with ten "
+                    "or more), took upstream's in 11% and combined the two by hand in the "
                     "rest.")
 
 # Files of settings and lists: one entry per line, and two edits on one line are two
@@ -320,10 +320,11 @@ def _contained(h: Hunk) -> _Draft:
     if _fork_owns(h):
         assert h.changed is not None
         return _Draft(FORK_FILE, f"both sides changed these lines differently, in a file "
-                      f"the fork made {h.changed.ours:,} of its {h.changed.total:,} changed "
-                      f"lines in since the two split (upstream {h.changed.theirs:,}). "
-                      f"{_sentences(h)} The proposal keeps the fork's version, so upstream's "
-                      f"change here is not applied: {FORK_FILE_FIGURE}", h.ours)
+                      f"that is mostly the fork's: of the {h.changed.total:,} lines changed in "
+                      f"it since the two split, the fork changed {h.changed.ours:,} and "
+                      f"upstream {h.changed.theirs:,}. {_sentences(h)} The proposal keeps the "
+                      f"fork's version, so upstream's change here is not applied: "
+                      f"{FORK_FILE_FIGURE}", h.ours)
     return _Draft("conflict", f"both sides changed the same lines differently. {_sentences(h)}")
 
 

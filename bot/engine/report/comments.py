@@ -43,8 +43,8 @@ def _suggestion(item: Json) -> tuple[str, str] | None:
     what = ("A starting point, not a sure answer (what it keeps is said above); check it "
             "before you commit it" if item.get("tier") == "Decide" else "Proposed resolution")
     if item.get("tier") == "Decide" and item.get("rule") == FORK_FILE:
-        what = ("The fork's version (ours), which leaves upstream's change shown here out: "
-                "commit it if the fork's rewrite already covers or replaces that change")
+        what = ("The fork's version (ours). It leaves out upstream's change (the first diff "
+                "below): commit it if the fork's rewrite covers or replaces that change")
     return item["suggestion"], f"{what} (one click replaces the whole marker region):"
 
 
