@@ -36,7 +36,7 @@ from bot.engine.model import ReviewItem, Tier
 from bot.engine.pipeline import plan, sync
 from bot.engine.report import render_markdown
 from bot.engine.rerere import take_side
-from bot.engine.suggest import Hunk, propose, propose_hunk
+from bot.engine.suggest import FORK_FILE, Hunk, propose, propose_hunk
 from bot.errors import ConfigError
 from tests.factory import Scenario, commit_tree, git, git_text, init_repo, write_tree
 
@@ -551,3 +551,25 @@ def test_the_app_remembers_whether_a_merged_sync_kept_a_deletion(tmp_path: Path)
     remembered: dict[str, Any] = {}
     remember(remembered, commit1, [kept])
     assert from_state(remembered) is not None
+
+
+def test_the_app_remembers_a_conflict_in_the_forks_file_under_the_classifiers_rule(
+        tmp_path: Path) -> None:
+    from bot.engine.learn import sync_pr_outcomes
+
+    repo = init_repo(tmp_path / "fork", bare=True)
+    marked = ("head\n<<<<<<< ours\n    return rt.alloc(n, domain)\n||||||| base\n"
+              "    return alloc(n)\n=======\n    return alloc(n, flags)\n>>>>>>> theirs\ntail\n")
+    commit1 = commit_tree(repo, write_tree(repo, [("vime/gc.py", "100644", marked.encode())]),
+                          [], "commit 1")
+    head = commit_tree(repo, write_tree(repo, [
+        ("vime/gc.py", "100644", b"head\n    return rt.alloc(n, domain)\ntail\n")]),
+        [commit1], "keep the fork's lines")
+    f = {"path": "vime/gc.py", "status": "conflict", "marker_size": 7, "review_items": []}
+    # Without the plan's counts the region is a bare conflict, as before round 9.
+    (bare,) = sync_pr_outcomes(Git(repo), [f], commit1, head)
+    assert (bare.rule, bare.candidate_right) == ("conflict", None)
+    # With them (the plan JSON's "changed"), the rule the classifier used, and its outcome.
+    (owned,) = sync_pr_outcomes(Git(repo), [{**f, "changed": {"ours": 90, "theirs": 10}}],
+                                commit1, head)
+    assert (owned.rule, owned.candidate_right, owned.ours_right) == (FORK_FILE, True, True)

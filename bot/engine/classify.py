@@ -364,6 +364,7 @@ class Classifier:
         changed = None if added_both else file_changes(
             *(self._read_text(self._entry(tree, r.path))
               for tree in (self.base, self.ours, self.theirs)))
+        r.changed = None if changed is None else (changed.ours, changed.theirs)
         for region in regions:
             base = region.base or ""
             prop = propose_region(lines, region, added_both=added_both, path=r.path,

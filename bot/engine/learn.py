@@ -42,7 +42,7 @@ from bot.engine.markers import (
     has_markers,
     split_lines,
 )
-from bot.engine.model import Tier
+from bot.engine.model import Tier, changed_of
 from bot.engine.replay import (
     FileReplay,
     Remerged,
@@ -52,6 +52,7 @@ from bot.engine.replay import (
     stage_changes,
     text_of,
 )
+from bot.engine.share import Changed
 from bot.engine.suggest import (
     FORK_DELETED,
     THEIRS_HOLDS_FORK,
@@ -367,9 +368,11 @@ def sync_pr_outcomes(git: Git, files: list[dict[str, Any]], commit: str,
             if marked is None or resolved is None:
                 continue
             added_both = any(i.get("rule") == "add/add" for i in f.get("review_items", []))
+            counted = changed_of(f)
             out += _outcomes(commit, f["path"], replay_file(
                 f["path"], marked, resolved, added_both=added_both,
-                size=int(f.get("marker_size") or MARKER_SIZE)))
+                size=int(f.get("marker_size") or MARKER_SIZE),
+                changed=None if counted is None else Changed(*counted)))
     return out
 
 

@@ -142,6 +142,10 @@ class FileResult:
     # The conflict-marker size the merge wrote this file's regions with: git's 7, or more
     # where a line of the file could be taken for a marker. Rescans parse with it.
     marker_size: int = MARKER_SIZE
+    # A conflicted text file's lines changed since base by each side (ours, theirs), as
+    # `git diff --numstat` counts them: what decides "conflict, the fork's file", kept so
+    # that the App's memory replays its outcomes with the rule the classifier used.
+    changed: tuple[int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -152,6 +156,8 @@ class FileResult:
             "note": self.note,
             "binary": self.binary,
             "marker_size": self.marker_size,
+            **({"changed": {"ours": self.changed[0], "theirs": self.changed[1]}}
+               if self.changed is not None else {}),
             "review_items": [item.to_json() for item in self.review_items],
         }
 
@@ -238,6 +244,17 @@ def marker_size_of(file_json: dict[str, Any]) -> int:
     return int(file_json.get("marker_size") or MARKER_SIZE)
 
 
+def changed_of(file_json: dict[str, Any]) -> tuple[int, int] | None:
+    """A file entry's lines changed by each side (ours, theirs), if the plan counted them."""
+    c = file_json.get("changed")
+    if not isinstance(c, dict):
+        return None
+    try:
+        return int(c["ours"]), int(c["theirs"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def marker_sizes(plan_json: dict[str, Any]) -> dict[str, int]:
     """Path -> the marker size its merge used, for every file of a JSON report."""
     return {f["path"]: marker_size_of(f) for f in plan_json.get("files", [])}
@@ -268,7 +285,8 @@ def plan_from_json(d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
                 for e in d["window"]],
         files=[FileResult(f["path"], f["upstream_path"], Status(f["status"]),
                           [item_from_json(i) for i in f["review_items"]], f.get("policy"),
-                          f.get("note", ""), f.get("binary", False), marker_size_of(f))
+                          f.get("note", ""), f.get("binary", False), marker_size_of(f),
+                          changed_of(f))
                for f in d["files"]],
         merged_tree=d.get("merged_tree", ""),
         work_git_dir=work_git_dir,
