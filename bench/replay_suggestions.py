@@ -41,6 +41,7 @@ from bench.learn_table import follow_lines, follow_stats, learn_lines  # noqa: E
 from bench.tier_table import Record, cv_lines, forward_lines, tier_lines  # noqa: E402
 from bot.engine.git import CatFile, Git  # noqa: E402
 from bot.engine.markers import split_lines  # noqa: E402
+from bot.engine.model import Changed  # noqa: E402
 from bot.engine.remerge import merge_words  # noqa: E402
 from bot.engine.replay import (  # noqa: E402
     conflicting_merges,
@@ -50,7 +51,6 @@ from bot.engine.replay import (  # noqa: E402
     stage_changes,
     text_of,
 )
-from bot.engine.share import Changed  # noqa: E402
 from bot.engine.suggest import propose_whole_file  # noqa: E402
 from bot.errors import GitError  # noqa: E402
 

@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.engine.model import Changed
 from bot.engine.report import (
     BODY_LIMIT,
     CHECK_SUMMARY_LIMIT,
@@ -20,7 +21,6 @@ from bot.engine.report import (
     render_comment,
     warning_annotations,
 )
-from bot.engine.share import Changed
 from bot.engine.suggest import Hunk, propose, propose_hunk
 from tests.test_report import _item, _plan
 

@@ -15,7 +15,7 @@ import pytest
 
 from bot.engine.anchor import PrDiff, Where, place
 from bot.engine.gate import annotation_batches, check_run_request, initial_remaining
-from bot.engine.model import plan_from_json
+from bot.engine.model import Changed, plan_from_json
 from bot.engine.pipeline import sync
 from bot.engine.report import BODY_LIMIT
 from bot.engine.review import (
@@ -310,7 +310,7 @@ def test_on_real_git_a_conflict_in_the_forks_own_file_starts_from_ours(
     (table,) = [f for f in plan["files"] if f["path"] == "vime/utils/table.py"]
     assert table["changed"] == {"ours": 44, "theirs": 6}
     assert plan_from_json(plan).files[[f["path"] for f in plan["files"]].index(
-        "vime/utils/table.py")].changed == (44, 6)
+        "vime/utils/table.py")].changed == Changed(44, 6)
     # Its region spans two hunks of the PR diff: no one-click, the command commits it.
     d = build_delivery(plan, PrDiff.parse(diff_text), commit)
     (comment,) = [c for c in d.review["comments"] if "**Q6 " in c["body"]]

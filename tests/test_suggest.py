@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from bot.engine import share, suggest
 from bot.engine.markers import find_marker_regions_in_lines, split_lines
-from bot.engine.model import Tier
+from bot.engine.model import Changed, Tier
 from bot.engine.remerge import fine_merge, merge_lines, merge_words, tokens
 from bot.engine.suggest import (
     MERGED_INTO_THEIRS,
@@ -450,8 +450,8 @@ def test_when_patience_gives_up_difflib_aligns_the_lines(monkeypatch: pytest.Mon
 # -- a conflict in a file the fork owns ------------------------------------------------
 
 
-def _owned(fork: int, upstream: int) -> share.Changed:
-    return share.Changed(fork, upstream)
+def _owned(fork: int, upstream: int) -> Changed:
+    return Changed(fork, upstream)
 
 
 def test_a_conflict_in_a_file_the_fork_rewrote_starts_from_ours() -> None:
@@ -502,6 +502,6 @@ def test_lines_are_counted_as_git_numstat_counts_them() -> None:
     assert share.changed_lines(base, "a\nc\nd\ne\nf\n") == 3
     assert share.changed_lines("", "x\ny\n") == 2
     c = share.file_changes(base, "a\nB\nc\nd\n", "a\nb\nc\nd\ne\n")
-    assert c == share.Changed(2, 1) and round(c.fork_share, 3) == 0.667
+    assert c == Changed(2, 1) and round(c.fork_share, 3) == 0.667
     assert share.file_changes(None, base, base) is None  # add/add: no base
-    assert share.Changed(0, 0).fork_share == 0.0
+    assert Changed(0, 0).fork_share == 0.0

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from bot.engine.model import Tier
-from bot.engine.share import Changed
+from bot.engine.model import Changed, Tier
 from bot.engine.suggest import MERGED_INTO_THEIRS, RULE_TIERS, Hunk, propose_hunk
 
 SAME = "<the committed text>"  # the suggestion (or candidate) is what people committed

@@ -361,14 +361,13 @@ class Classifier:
         # No stage 1 in git's index entries: neither side had the file at base (add/add).
         stages = {stage for _mode, _oid, stage in self.o.conflicts.get(r.path, [])}
         added_both = bool(stages) and 1 not in stages
-        changed = None if added_both else file_changes(
+        r.changed = None if added_both else file_changes(
             *(self._read_text(self._entry(tree, r.path))
               for tree in (self.base, self.ours, self.theirs)))
-        r.changed = None if changed is None else (changed.ours, changed.theirs)
         for region in regions:
             base = region.base or ""
             prop = propose_region(lines, region, added_both=added_both, path=r.path,
-                                  changed=changed)
+                                  changed=r.changed)
             if self.learned is not None:
                 prop = self.learned.apply(prop, region.ours, region.theirs, r.path)
             items.append(ReviewItem(

@@ -52,7 +52,6 @@ from bot.engine.replay import (
     stage_changes,
     text_of,
 )
-from bot.engine.share import Changed
 from bot.engine.suggest import (
     FORK_DELETED,
     THEIRS_HOLDS_FORK,
@@ -368,11 +367,9 @@ def sync_pr_outcomes(git: Git, files: list[dict[str, Any]], commit: str,
             if marked is None or resolved is None:
                 continue
             added_both = any(i.get("rule") == "add/add" for i in f.get("review_items", []))
-            counted = changed_of(f)
             out += _outcomes(commit, f["path"], replay_file(
                 f["path"], marked, resolved, added_both=added_both,
-                size=int(f.get("marker_size") or MARKER_SIZE),
-                changed=None if counted is None else Changed(*counted)))
+                size=int(f.get("marker_size") or MARKER_SIZE), changed=changed_of(f)))
     return out
 
 

@@ -128,6 +128,24 @@ class ReviewItem:
         }
 
 
+@dataclass(frozen=True)
+class Changed:
+    """The lines each side added or removed in one file, from base to its version
+    (``bot.engine.share`` counts them)."""
+
+    ours: int
+    theirs: int
+
+    @property
+    def total(self) -> int:
+        return self.ours + self.theirs
+
+    @property
+    def fork_share(self) -> float:
+        """The fork's part of all the lines changed in the file (0 when nothing changed)."""
+        return self.ours / self.total if self.total else 0.0
+
+
 @dataclass
 class FileResult:
     """The outcome of the sync at one path of the window."""
@@ -142,10 +160,10 @@ class FileResult:
     # The conflict-marker size the merge wrote this file's regions with: git's 7, or more
     # where a line of the file could be taken for a marker. Rescans parse with it.
     marker_size: int = MARKER_SIZE
-    # A conflicted text file's lines changed since base by each side (ours, theirs), as
-    # `git diff --numstat` counts them: what decides "conflict, the fork's file", kept so
-    # that the App's memory replays its outcomes with the rule the classifier used.
-    changed: tuple[int, int] | None = None
+    # A conflicted text file's lines changed since base by each side, as `git diff
+    # --numstat` counts them: what decides "conflict, the fork's file", kept so that the
+    # App's memory replays its outcomes with the rule the classifier used.
+    changed: Changed | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -156,7 +174,7 @@ class FileResult:
             "note": self.note,
             "binary": self.binary,
             "marker_size": self.marker_size,
-            **({"changed": {"ours": self.changed[0], "theirs": self.changed[1]}}
+            **({"changed": {"ours": self.changed.ours, "theirs": self.changed.theirs}}
                if self.changed is not None else {}),
             "review_items": [item.to_json() for item in self.review_items],
         }
@@ -244,13 +262,13 @@ def marker_size_of(file_json: dict[str, Any]) -> int:
     return int(file_json.get("marker_size") or MARKER_SIZE)
 
 
-def changed_of(file_json: dict[str, Any]) -> tuple[int, int] | None:
-    """A file entry's lines changed by each side (ours, theirs), if the plan counted them."""
+def changed_of(file_json: dict[str, Any]) -> Changed | None:
+    """A file entry's lines changed by each side, if the plan counted them."""
     c = file_json.get("changed")
     if not isinstance(c, dict):
         return None
     try:
-        return int(c["ours"]), int(c["theirs"])
+        return Changed(int(c["ours"]), int(c["theirs"]))
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -22,7 +22,8 @@ from bot.engine.markers import (
     has_markers,
     split_lines,
 )
-from bot.engine.share import Changed, file_changes
+from bot.engine.model import Changed
+from bot.engine.share import file_changes
 from bot.engine.suggest import Proposal, propose_region
 from bot.errors import GitError
 

@@ -12,28 +12,10 @@ patience diff of the whole file, base against each side.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import patiencediff
 
 from bot.engine.markers import split_lines
-
-
-@dataclass(frozen=True)
-class Changed:
-    """The lines each side added or removed in one file, from base to its version."""
-
-    ours: int
-    theirs: int
-
-    @property
-    def total(self) -> int:
-        return self.ours + self.theirs
-
-    @property
-    def fork_share(self) -> float:
-        """The fork's part of all the lines changed in the file (0 when nothing changed)."""
-        return self.ours / self.total if self.total else 0.0
+from bot.engine.model import Changed
 
 
 def changed_lines(base: str, side: str) -> int:

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from bot.engine.markers import MarkerRegion, split_lines
-from bot.engine.model import Tier
+from bot.engine.model import Changed, Tier
 from bot.engine.remerge import Resolved, fine_merge
-from bot.engine.share import Changed, changed_lines
+from bot.engine.share import changed_lines
 
 _WS = re.compile(r"\s+")
 CONTEXT_LINES = 8  # lines of the merged file on each side of a region that rules may read
@@ -317,24 +317,24 @@ def _contained(h: Hunk) -> _Draft:
                       f"the fork changed them. {_sentences(h)} Taking upstream's deletion "
                       "drops the fork's edit: keep it only if the fork still needs these "
                       "lines", h.theirs)
-    if _fork_owns(h):
-        assert h.changed is not None
+    owned = _forks_file(h)
+    if owned is not None:
         return _Draft(FORK_FILE, f"both sides changed these lines differently, in a file "
-                      f"that is mostly the fork's: of the {h.changed.total:,} lines changed in "
-                      f"it since the two split, the fork changed {h.changed.ours:,} and "
-                      f"upstream {h.changed.theirs:,}. {_sentences(h)} The proposal keeps the "
+                      f"that is mostly the fork's: of the {owned.total:,} lines changed in "
+                      f"it since the two split, the fork changed {owned.ours:,} and "
+                      f"upstream {owned.theirs:,}. {_sentences(h)} The proposal keeps the "
                       f"fork's version, so upstream's change here is not applied: "
                       f"{FORK_FILE_FIGURE}", h.ours)
     return _Draft("conflict", f"both sides changed the same lines differently. {_sentences(h)}")
 
 
-def _fork_owns(h: Hunk) -> bool:
-    """The file is the fork's (it made most of the file's changes) and so is this edit (it
-    is not a small touch beside a larger one of upstream's)."""
+def _forks_file(h: Hunk) -> Changed | None:
+    """The file's counts, if it is the fork's (it made most of the file's changes) and so
+    is this edit (not a small touch beside a larger one of upstream's); else None."""
     if h.changed is None or h.changed.fork_share < FORK_FILE_SHARE:
-        return False
+        return None
     ours, theirs = changed_lines(h.base, h.ours), changed_lines(h.base, h.theirs)
-    return ours + theirs > 0 and ours / (ours + theirs) >= FORK_REGION_SHARE
+    return h.changed if ours + theirs and ours / (ours + theirs) >= FORK_REGION_SHARE else None
 
 
 def _squash(text: str) -> str:
