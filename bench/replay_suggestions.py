@@ -95,6 +95,9 @@ class Case:
     # The rule's candidate (offered or not, see Proposal.candidate) is what was committed:
     # what the tier table measures. None: the rule has no candidate.
     candidate_right: bool | None = None
+    # The lines each side changed in the whole file since base ([ours, theirs]; what the
+    # fork's-file rule reads), or None where the file's three versions are not all text.
+    changed: list[int] | None = None
 
 
 @dataclass
@@ -220,7 +223,8 @@ def _replay_file(out: MergeResult, path: str, merged: str, resolved: str, *,
             suggested, suggested and same_text(prop.suggestion or "", text),
             same_text(region.ours, text), same_text(region.theirs, text), transfer,
             region.ours, region.base or "", region.theirs, prop.suggestion, text,
-            None if prop.candidate is None else same_text(prop.candidate, text)))
+            None if prop.candidate is None else same_text(prop.candidate, text),
+            None if changed is None else [changed.ours, changed.theirs]))
     return cases
 
 
