@@ -19,7 +19,7 @@ import pytest
 from bot.app.settings import Settings
 from bot.app.store import Store
 from bot.engine.git import BOT_NAME, Git
-from bot.engine.markers import scan
+from bot.engine.markers import scan, split_lines
 from bot.engine.rerere import has_markers, parse_regions
 from bot.github import checks, remote
 from bot.sync.commands.answer import validate_answer
@@ -119,14 +119,21 @@ def _pull(live_head: str, branch: str) -> dict[str, Any]:
 
 @pytest.fixture
 def live(tmp_path: Path, fake_store: Store, fake_gh: FakeGH) -> Live:
+    return make_live(tmp_path, fake_store, fake_gh)
+
+
+def make_live(tmp_path: Path, fake_store: Store, fake_gh: FakeGH,
+              texts: tuple[str, str, str] = (BASE, FORK_TEXT, UP_TEXT)) -> Live:
+    """The sync PR of ``live``, with ``vime/calc.py`` at base, in the fork and upstream."""
     from bot.engine.pipeline import sync as engine_sync
 
+    base, fork_text, up_text = texts
     s = Scenario(tmp_path / "repos", config=PLAIN_CONFIG)
-    s.upstream_pr(10, "Add calc", "alice", files={"slime/calc.py": BASE,
+    s.upstream_pr(10, "Add calc", "alice", files={"slime/calc.py": base,
                                                   "slime/other.py": "x = 1\n"})
     s.sync_fork()
-    s.fork_commit("Fork: tweak calc", files={PATH: FORK_TEXT})
-    s.upstream_pr(11, "Tune calc", "bob", files={"slime/calc.py": UP_TEXT})
+    s.fork_commit("Fork: tweak calc", files={PATH: fork_text})
+    s.upstream_pr(11, "Tune calc", "bob", files={"slime/calc.py": up_text})
     remotes = tmp_path / "remotes"
     remote = _bare_clone(s.fork_dir, remotes / "vime-org" / "vime.git")
     upstream_remote = _bare_clone(s.upstream_dir, remotes / "THUDM" / "slime.git")
@@ -426,6 +433,25 @@ async def test_a_range_answers_a_group_in_one_commit(live: Live) -> None:
     reply = live.replies()[0]
     assert "Recorded 2 answers (Q1, Q2)" in reply
     assert "Resolved 2 conflict regions in 1 file with **theirs**" in reply
+
+
+async def test_a_range_answers_regions_merged_with_longer_markers(
+        tmp_path: Path, fake_store: Store, fake_gh: FakeGH) -> None:
+    # A line of the file looks like a marker, so the merge wrote 8-character markers: the
+    # range must find its regions at that size too, as one answer does.
+    base = BASE.replace("line 12\n", "=======\n")
+    fork, up = ({"line 5\n": f"line 5 {who}\n", "line 20\n": f"line 20 {who}\n"}
+                for who in ("fork", "upstream"))
+    texts = (base, "".join(fork.get(ln, ln) for ln in split_lines(base)),
+             "".join(up.get(ln, ln) for ln in split_lines(base)))
+    live = make_live(tmp_path, fake_store, fake_gh, texts)
+    (calc,) = [f for f in live.plan_json["files"] if f["path"] == PATH]
+    assert calc["marker_size"] == 8
+    await live.comment("/sync answer Q1-Q2 theirs")
+    text = live.file(live.head)
+    assert parse_regions(text, 8) == [] and "line 20 upstream\n" in text
+    assert "=======\n" in text  # the content line stays
+    assert "Resolved 2 conflict regions in 1 file with **theirs**" in live.replies()[0]
 
 
 async def test_a_range_with_an_unknown_item_changes_nothing(live: Live) -> None:

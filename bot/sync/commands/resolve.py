@@ -109,10 +109,14 @@ async def resolve_regions(run: Runner, path: str, side: str,
             + (f" `{path}` also has {broken}" if strays else ""))
 
 
-async def resolve_items(run: Runner, by_path: dict[str, set[str]], side: str) -> str:
-    """Rewrite the regions of these items (ids by path) to ``side``: one commit, one push."""
+async def resolve_items(run: Runner, by_path: dict[str, set[str]], side: str,
+                        texts: dict[str, str] | None = None) -> str:
+    """Rewrite the regions of these items (ids by path) to ``side``: one commit, one push.
+    With ``texts`` (item id → text), each region gets its item's text instead, and
+    ``side`` only names it (``twin``)."""
     sync = run.sync
     plan_json = load_plan(sync)
+    sizes = marker_sizes(plan_json)
     branch = await run.read_branch()
     tag = f"{run.req.comment_id}:{','.join(sorted(by_path))}:{side}"
     done = await asyncio.to_thread(gitops.commit_with_trailer, branch.git, branch.head, tag)
@@ -126,13 +130,14 @@ async def resolve_items(run: Runner, by_path: dict[str, set[str]], side: str) ->
             gitops.read_texts, branch.git, [sync["commit"], branch.head], path)
         if at_head is None:
             continue
+        size = sizes.get(path, MARKER_SIZE)  # as the merge wrote this file
         items = [i for f in plan_json["files"] if f["path"] == path for i in f["review_items"]]
-        by_key = _items_by_region(items, at_commit or "", path)
-        targets = [r for r in rerere.parse_regions(at_head)
+        by_key = _items_by_region(items, at_commit or "", path, size)
+        targets = [r for r in rerere.parse_regions(at_head, size)
                    if by_key.get(r.key(path), {}).get("id") in only]
         if not targets:
             continue
-        if side == "suggested":
+        if side == "suggested" and texts is None:
             _require_suggestions(path, targets, by_key)
         wanted = {r.start for r in targets}
 
@@ -140,12 +145,14 @@ async def resolve_items(run: Runner, by_path: dict[str, set[str]], side: str) ->
                    by_key: dict[str, dict[str, Any]] = by_key) -> str | None:
             if region.start not in wanted:
                 return None
+            if texts is not None:
+                return texts[by_key[region.key(path)]["id"]]
             if side == "suggested":
                 suggestion: str = by_key[region.key(path)]["suggestion"]
                 return suggestion
             return region.side(side)
 
-        changed[path], n = rerere.rewrite(at_head, choose)
+        changed[path], n = rerere.rewrite(at_head, choose, size=size)
         count += n
         ids += [by_key[r.key(path)]["id"] for r in targets]
     if not changed:
