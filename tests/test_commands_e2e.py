@@ -7,13 +7,16 @@ against GitHub's OpenAPI description there.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from typing import Any
+
+import pytest
 
 from bot.engine.rerere import has_markers, parse_regions
 from tests import test_e2e
 from tests.sim import fixtures as sim_fixtures
-from tests.test_e2e import FORK, UPSTREAM, A, B, World, edit, table
+from tests.test_e2e import FORK, TWIN_CHANGE, UPSTREAM, A, B, D, E, World, edit, table
 
 # The fixtures of tests/test_e2e.py, used here as they are.
 github_sim = sim_fixtures.github_sim
@@ -122,4 +125,46 @@ async def test_extend_replays_what_people_resolved(world: World) -> None:
     assert "Behind upstream" not in pr.body
     assert len(sim.reviews(FORK, pr.number)) == 2  # one per commit 1
     assert world.check(head).conclusion == "failure"  # B's regions are still open
+    world.assert_clean()
+
+
+@pytest.mark.parametrize("world", [{"twin_tables": True}], indirect=True)
+async def test_answer_twin_gives_open_twins_the_text_one_was_resolved_to_by_hand(
+        world: World) -> None:
+    sim = world.sim
+    pr = await world.open_sync(extra=TWIN_CHANGE)
+    ids = {c.path: re.match(r"\*\*(Q\d+) ", c.body).group(1)  # type: ignore[union-attr]
+           for c in sim.review_comments(FORK, pr.number)}
+    d_id, e_id, a_id = ids[D], ids[E], ids[A]
+
+    # Before any twin is resolved there is no text to give; a hunk with no twin has none.
+    asked = await sim.comment(FORK, pr.number, "vera", f"/sync answer {e_id} twin")
+    await world.idle()
+    assert reactions(world, asked) == ["eyes", "confused"]  # taken up, then it failed
+    assert f"{e_id}: no twin of it is resolved" in replies(world, pr.number)[-1].body
+    asked = await sim.comment(FORK, pr.number, "vera", f"/sync answer {a_id} twin")
+    await world.idle()
+    assert f"{a_id} has no twins" in replies(world, pr.number)[-1].body
+    assert world.sync_pr().head_sha == pr.head_sha  # nothing written
+
+    # vera resolves D by hand with a line of her own (no side is it), and pushes.
+    mine = "delta_7 = 77  # both, agreed\n"
+    d_text = world.file_at(pr.head_sha, D)
+    (region,) = parse_regions(d_text)
+    head = await sim.commit(FORK, pr.head_ref, {D: d_text.replace(region.text, mine)},
+                            "Resolve delta_7", user="vera")
+    await world.idle()
+
+    # One command gives E that text: a bot commit, recorded as answered, D left alone.
+    asked = await sim.comment(FORK, pr.number, "vera", f"/sync answer {d_id},{e_id} twin")
+    await world.idle()
+    assert reactions(world, asked) == ["eyes"]
+    reply = replies(world, pr.number)[-1].body
+    assert f"Recorded 1 answer ({e_id}): `twin`" in reply and f"{d_id} was resolved" in reply
+    pr = world.sync_pr()
+    assert pr.head_sha != head
+    assert world.file_at(pr.head_sha, E) == world.file_at(pr.head_sha, D)
+    assert mine in world.file_at(pr.head_sha, E)
+    assert world.file_at(pr.head_sha, D) == world.file_at(head, D)
+    assert f"- [x] `{E}`" in pr.body
     world.assert_clean()

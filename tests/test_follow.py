@@ -24,6 +24,7 @@ from bot.engine.follow import (
     placed,
     twin_follow_ups,
     twin_groups,
+    twin_texts,
 )
 from bot.engine.gate import Remaining
 from bot.engine.report.comments import render_follow_comment
@@ -386,7 +387,8 @@ def test_a_comment_names_a_few_twins_and_counts_the_rest() -> None:
                              "some": [{"id": "Q1", "path": "pkg1/package-lock.json"}]})
     (line,) = [b for b in render_comment([few]).split("\n\n") if "Twin" in b]
     assert line.startswith("**Twin:** Q1 in `pkg1/package-lock.json` is this very conflict")
-    assert line.endswith("`/sync answer Q1,Q6 ours` (or `theirs`).")
+    assert line.endswith("`/sync answer Q1,Q6 ours` (or `theirs`); once this one is resolved "
+                         "by hand and pushed, `/sync answer Q1 twin` gives it that text.")
     # Every other copy's comment is short: where the first is, and its answers.
     copy = dict(first, id="Q7", path="pkg7/package-lock.json", twins={
         "group": "Q6", "count": 2999, "some": [{"id": "Q6", "path": "pkg6/package-lock.json"}]})
@@ -400,7 +402,7 @@ def test_a_comment_names_a_few_twins_and_counts_the_rest() -> None:
     assert len(short) < len(body) - 400
 
 
-def test_twins_resolved_to_one_side_get_one_command_for_all_in_the_review() -> None:
+def test_twins_resolved_alike_get_one_command_for_all_in_the_review() -> None:
     items = [twin(n, f"pkg{n}/package.json") for n in range(1, 6)]
     follows = twin_follow_ups(two_files(*items), {"Q1"}, {"Q1": "ours"}, {})
     assert [f.taken for f in follows] == ["ours"] * 4
@@ -408,12 +410,22 @@ def test_twins_resolved_to_one_side_get_one_command_for_all_in_the_review() -> N
     assert built is not None
     assert ("In one command:\n- the 4 open twins of Q1, resolved to ours: "
             "`/sync answer Q2-Q5 ours` takes it for all of them") in built[0]["body"]
-    # Resolved to a text of its own: no side to answer with, so no command.
+    # Resolved to a text of its own: no side to answer with; `twin` gives them that text.
     wrote = '  "lodash": "4.17.21", "fork": true,\n'
     mine = twin_follow_ups(two_files(*items), {"Q1"}, {"Q1": "edited"}, {"Q1": wrote})
     assert [f.taken for f in mine] == [None] * 4
     built = follow_review("d" * 40, [(f, 3, 9) for f in mine], {})
-    assert built is not None and "In one command" not in built[0]["body"]
+    assert built is not None
+    assert ("In one command:\n- the 4 open twins of Q1, resolved by hand: "
+            "`/sync answer Q2-Q5 twin` gives them all that text") in built[0]["body"]
+    assert "`/sync answer Q2-Q5 ours`" not in built[0]["body"]
+    # What `twin` writes: every open twin, its own suggestion or not; none once all agree
+    # no more (a second twin resolved to another text).
+    assert twin_texts(two_files(*items), {"Q1"}, {"Q1": "edited"}, {"Q1": wrote}) == {
+        f"Q{n}": wrote for n in range(2, 6)}
+    assert twin_texts(two_files(*items), {"Q1", "Q2"}, {"Q1": "edited", "Q2": "edited"},
+                      {"Q1": wrote, "Q2": "other\n"}) == {}
+    assert twin_texts(two_files(*items), set(), {}, {}) == {}
 
 
 def test_the_replay_counts_the_checklists_hint_even_where_a_twin_is_offered() -> None:

@@ -28,7 +28,7 @@ review per push, on the head's lines of the regions still open. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -144,17 +144,9 @@ def twin_follow_ups(plan_json: Json, resolved: set[str], resolutions: Mapping[st
     """Every open hunk with a resolved twin, offered the text its resolved twins all got
     (none where they got different texts, or one of them is unknown), in plan order. Left
     out as in :func:`follow_ups`."""
-    groups = twin_groups(i for f in plan_json.get("files", []) for i in f.get("review_items", []))
     skip = set(already)
     out = []
-    for twins in groups.values():
-        done = [i for i in twins if i["id"] in resolved]
-        if not done or len(done) == len(twins):
-            continue
-        got = [resolved_text(i, resolutions.get(i["id"]), texts) for i in done]
-        first = got[0]
-        if first is None or any(t is None or not _same(t, first) for t in got):
-            continue
+    for twins, done, first in _agreed_groups(plan_json, resolved, resolutions, texts):
         after = tuple(i["id"] for i in done)  # one tuple for the group, however large
         for item in twins:
             if item["id"] in resolved or item["id"] in skip:
@@ -163,6 +155,31 @@ def twin_follow_ups(plan_json: Json, resolved: set[str], resolutions: Mapping[st
                 continue
             out.append(FollowUp(item, TWIN, after, first))
     return out
+
+
+def twin_texts(plan_json: Json, resolved: set[str], resolutions: Mapping[str, str],
+               texts: Mapping[str, str]) -> dict[str, str]:
+    """Every open hunk whose resolved twins all got one text → that text (what
+    ``/sync answer Qn twin`` writes, the hunk's own suggestion or not)."""
+    return {item["id"]: text
+            for twins, _, text in _agreed_groups(plan_json, resolved, resolutions, texts)
+            for item in twins if item["id"] not in resolved}
+
+
+def _agreed_groups(plan_json: Json, resolved: set[str], resolutions: Mapping[str, str],
+                   texts: Mapping[str, str]) -> Iterator[tuple[list[Json], list[Json], str]]:
+    """Each twin group with open hunks whose resolved hunks all got one known text: the
+    group, its resolved hunks, and that text."""
+    groups = twin_groups(i for f in plan_json.get("files", []) for i in f.get("review_items", []))
+    for twins in groups.values():
+        done = [i for i in twins if i["id"] in resolved]
+        if not done or len(done) == len(twins):
+            continue
+        got = [resolved_text(i, resolutions.get(i["id"]), texts) for i in done]
+        first = got[0]
+        if first is None or any(t is None or not _same(t, first) for t in got):
+            continue
+        yield twins, done, first
 
 
 def follow_ups(plan_json: Json, resolved: set[str], resolutions: Mapping[str, str],
@@ -219,4 +236,4 @@ def all_follow_ups(plan_json: Json, resolved: set[str], resolutions: Mapping[str
 
 __all__ = ["EVIDENCE", "FOLLOW_MIN", "TWIN", "TWIN_EVIDENCE", "TWIN_FIGURE", "FileFollow",
            "FollowUp", "all_follow_ups", "file_follow", "follow_marker", "follow_ups", "placed",
-           "resolved_text", "side_taken", "twin_follow_ups", "twin_groups"]
+           "resolved_text", "side_taken", "twin_follow_ups", "twin_groups", "twin_texts"]

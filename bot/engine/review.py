@@ -296,19 +296,22 @@ def follow_review(head: str, placed: Sequence[tuple[FollowUp, int, int]],
 
 
 def _twin_commands(posted: Sequence[FollowUp], room: int = BODY_LIMIT // 8) -> list[str]:
-    """One command per group of twins resolved to one side: all its open copies at once
-    (a lock file's hunk can recur fifty times; fifty clicks is a lot)."""
-    groups: dict[tuple[tuple[str, ...], str], list[str]] = {}
+    """One command per group of twins resolved alike: all its open copies at once (a lock
+    file's hunk can recur fifty times; fifty clicks is a lot). Resolved to one side, the
+    command names it; to a text of its own, ``twin`` gives them that text."""
+    groups: dict[tuple[tuple[str, ...], str | None], list[str]] = {}
     for f in posted:
-        side = f.taken
-        if f.side == TWIN and side is not None:
-            groups.setdefault((f.after, side), []).append(str(f.item["id"]))
+        if f.side == TWIN:
+            groups.setdefault((f.after, f.taken), []).append(str(f.item["id"]))
     lines = []
     for (after, side), ids in groups.items():
         if len(ids) < 2:
             continue
         line = (f"- the {len(ids)} open twins of {shown_ids(after)}, resolved to {side}: "
-                f"`/sync answer {id_ranges(ids)} {side}` takes it for all of them")
+                f"`/sync answer {id_ranges(ids)} {side}` takes it for all of them"
+                if side is not None else
+                f"- the {len(ids)} open twins of {shown_ids(after)}, resolved by hand: "
+                f"`/sync answer {id_ranges(ids)} twin` gives them all that text")
         room -= len(line)
         if room < 0:
             break

@@ -109,7 +109,9 @@ def _twins_line(item: Json, twins: Json) -> str:
             f"follow-up (people resolved such twins alike in {TWIN_FIGURE}).")
     if more <= 0:
         line += (" Or answer all at once: `/sync answer "
-                 f"{id_ranges([str(item['id']), *ids])} ours` (or `theirs`).")
+                 f"{id_ranges([str(item['id']), *ids])} ours` (or `theirs`); once this one is "
+                 f"resolved by hand and pushed, `/sync answer {id_ranges(ids)} twin` gives "
+                 f"{'it' if one else 'the others'} that text.")
     return line
 
 

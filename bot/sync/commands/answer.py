@@ -13,14 +13,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bot.engine.rescan import CONFIRM, tree_entries
+from bot.engine.follow import twin_texts
+from bot.engine.rescan import CONFIRM, read_head, tree_entries
 from bot.sync.commands.parse import Answer
-from bot.sync.commands.request import CommandFailed
+from bot.sync.commands.request import CommandFailed, join_and
 from bot.sync.commands.resolve import resolve_items, resolve_regions, take_whole_file
 from bot.sync.commands.runner import Runner
+from bot.sync.followup import fetch_read_files
 from bot.sync.state import load_plan
 
 CONTENT = "content"  # the answer that keeps a marker-like line as content
+TWIN = "twin"  # the answer that gives conflict hunks the text their twins were resolved to
 WHOLE_FILE_CHOICES = ("ours", "theirs", CONFIRM)
 
 
@@ -34,6 +37,8 @@ async def answer(run: Runner, command: Answer) -> str:
         plan_json = load_plan(run.sync)
         return "\n\n".join([await _answer_marker_line(run, plan_json, q, command.choice)
                              for q in marker_lines])
+    if command.choice.lower() == TWIN:
+        return await answer_twins(run, command)
     if len(command.questions) > 1:
         return await answer_many(run, command)
     sync = run.sync
@@ -95,6 +100,55 @@ async def answer_many(run: Runner, command: Answer) -> str:
     ids = ", ".join(choices)
     return (f"Recorded {len(choices)} answers ({ids}): `{command.choice}`. The decisions in "
             f"the PR description are updated.{extra}")
+
+
+async def answer_twins(run: Runner, command: Answer) -> str:
+    """``/sync answer Q5-Q80 twin``: each hunk takes the text its twins (identical hunks)
+    were all resolved to at the branch head, a hand-made resolution included, which
+    ``ours``/``theirs``/``suggested`` cannot name. One commit for all, as ``answer_many``."""
+    sync = run.sync
+    plan_json = load_plan(sync)
+    items = [_item(plan_json, q) for q in command.questions]
+    lone = [str(i["id"]) for i in items if i.get("kind") != "conflict" or not i.get("twins")]
+    if lone:
+        raise CommandFailed(f"{join_and(lone)} {'has' if len(lone) == 1 else 'have'} no "
+                            f"twins: `{TWIN}` gives a hunk the text that hunks identical to it "
+                            "were resolved to. Answer with `ours`, `theirs` or `suggested`, "
+                            "or resolve by hand.")
+    head_before = sync.get("head")
+    branch = await run.read_branch()
+
+    async def access() -> tuple[str, str]:
+        return branch.url, branch.token
+
+    # Read the head as the rescan reads it (files people changed outside the plan too).
+    await fetch_read_files(branch.git, plan_json, sync, branch.head, access)
+    result, _, _ = await asyncio.to_thread(read_head, branch.git.git_dir, plan_json, sync,
+                                           branch.head)
+    done = set(result.resolved)
+    texts = twin_texts(plan_json, done, result.resolutions, result.texts)
+    waiting = [str(i["id"]) for i in items if i["id"] not in done and i["id"] not in texts]
+    if waiting:
+        raise CommandFailed(
+            f"{join_and(waiting)}: no twin of {'it' if len(waiting) == 1 else 'theirs'} is "
+            f"resolved at `{branch.head[:12]}`, or its resolved twins got different texts. "
+            f"Resolve one twin, push, then answer `{TWIN}` again.")
+    open_ids = [i for i in items if i["id"] not in done]
+    regions: dict[str, set[str]] = {}
+    for item in open_ids:
+        regions.setdefault(item["path"], set()).add(item["id"])
+    extra = await resolve_items(run, regions, TWIN, texts) if regions else ""
+    choices = {str(i["id"]): TWIN for i in open_ids}
+    if choices:
+        await run.record_answers(plan_json, choices, check=sync.get("head") == head_before)
+    skipped = [str(i["id"]) for i in items if i["id"] in done]
+    one = len(skipped) == 1
+    note = (f" {join_and(skipped)} {'was' if one else 'were'} resolved already and "
+            f"{'is' if one else 'are'} left as {'it is' if one else 'they are'}."
+            if skipped else "")
+    return (f"Recorded {len(choices)} answer{'s' if len(choices) != 1 else ''}"
+            + (f" ({', '.join(choices)})" if choices else "")
+            + f": `{TWIN}`, the text their twins were resolved to.{note}{extra}")
 
 
 async def _confirm_file(run: Runner, plan_json: dict[str, Any], item: dict[str, Any]) -> str:
@@ -174,4 +228,4 @@ def _item(plan_json: dict[str, Any], question: str) -> dict[str, Any]:
                         f"{items[0]['id']}–{items[-1]['id']}.")
 
 
-__all__ = ["answer", "answer_many", "validate_answer"]
+__all__ = ["TWIN", "answer", "answer_many", "answer_twins", "validate_answer"]

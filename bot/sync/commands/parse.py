@@ -33,7 +33,8 @@ _SUMMARY: dict[str, str] = {
     "status": "count what is left: unresolved conflicts, open questions, how far behind upstream",
     "resolve": "resolve every conflict in one file with our side, their side or the suggestion",
     "answer": "answer a question from the report, e.g. `/sync answer Q3 theirs`; a range or "
-              "list answers a group: `/sync answer Q21-Q33 theirs`",
+              "list answers a group: `/sync answer Q21-Q33 theirs`; `twin` gives conflict "
+              "hunks the text their identical twins were resolved to",
     "extend": "extend the window to the upstream head, a PR (`#N`) or a commit; "
               "every resolution already made is replayed",
     "refresh": "redo the sync onto the newest fork main; every resolution already made is replayed",
