@@ -359,8 +359,8 @@ def test_a_proposal_from_the_forks_file_says_what_its_click_leaves_out() -> None
     assert text.index("```suggestion") < text.index("Upstream's change (base → theirs)")
     assert "+    return alloc(n, flags)" in text  # what the click drops is shown as a diff
     body = render_body(_plan_with([item]))
-    assert ("| 1 hunk in files the fork rewrote, with the fork's version proposed (upstream's "
-            "change there is left out), one click each | Q5 |") in body
+    assert ("| 1 hunk in files that are mostly the fork's, with the fork's version proposed "
+            "(upstream's change there is left out), one click each | Q5 |") in body
     # Any other starting point keeps the generic row and label.
     other = _proposed(6, "vime/a.py", "x = f(a)\ny = 2  # vime\n", "x = f(a)\ny = 2\n",
                       "x = f(a, b)\ny = 2\n")

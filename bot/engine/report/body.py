@@ -289,8 +289,8 @@ _NEEDS = [
     ("add/add", "{n} file{s} both sides added: keep one version"),
     ("by hand", "{n} hunk{s} to combine by hand (both edits shown as diffs)"),
     ("answer", "{n} hunk{s} with a recommended answer, one command each"),
-    ("fork file", "{n} hunk{s} in files the fork rewrote, with the fork's version proposed "
-     "(upstream's change there is left out), one click each"),
+    ("fork file", "{n} hunk{s} in files that are mostly the fork's, with the fork's version "
+     "proposed (upstream's change there is left out), one click each"),
     ("start", "{n} starting point{s} to check, one click each"),
     ("proposal", "{n} proposal{s} to confirm, one click each"),
     ("flag", "{n} flagged line{s} to keep, adapt or drop"),

@@ -44,7 +44,7 @@ def _suggestion(item: Json) -> tuple[str, str] | None:
             "before you commit it" if item.get("tier") == "Decide" else "Proposed resolution")
     if item.get("tier") == "Decide" and item.get("rule") == FORK_FILE:
         what = ("The fork's version (ours). It leaves out upstream's change (the first diff "
-                "below): commit it if the fork's rewrite covers or replaces that change")
+                "below): commit it if the fork's version already covers or replaces that change")
     return item["suggestion"], f"{what} (one click replaces the whole marker region):"
 
 
