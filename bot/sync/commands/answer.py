@@ -137,7 +137,7 @@ async def answer_twins(run: Runner, command: Answer) -> str:
     regions: dict[str, set[str]] = {}
     for item in open_ids:
         regions.setdefault(item["path"], set()).add(item["id"])
-    extra = await resolve_items(run, regions, TWIN, texts) if regions else ""
+    extra = await resolve_items(run, regions, TWIN, texts, branch) if regions else ""
     choices = {str(i["id"]): TWIN for i in open_ids}
     if choices:
         await run.record_answers(plan_json, choices, check=sync.get("head") == head_before)

@@ -110,14 +110,16 @@ async def resolve_regions(run: Runner, path: str, side: str,
 
 
 async def resolve_items(run: Runner, by_path: dict[str, set[str]], side: str,
-                        texts: dict[str, str] | None = None) -> str:
+                        texts: dict[str, str] | None = None,
+                        branch: Branch | None = None) -> str:
     """Rewrite the regions of these items (ids by path) to ``side``: one commit, one push.
     With ``texts`` (item id → text), each region gets its item's text instead, and
-    ``side`` only names it (``twin``)."""
+    ``side`` only names it (``twin``). ``branch``: the head the texts were read at, if
+    the caller has read it already (the push then replaces exactly that head)."""
     sync = run.sync
     plan_json = load_plan(sync)
     sizes = marker_sizes(plan_json)
-    branch = await run.read_branch()
+    branch = branch or await run.read_branch()
     tag = f"{run.req.comment_id}:{','.join(sorted(by_path))}:{side}"
     done = await asyncio.to_thread(gitops.commit_with_trailer, branch.git, branch.head, tag)
     if done:
