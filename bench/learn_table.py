@@ -6,6 +6,10 @@ applies), the newer half tests. A tested hunk that a learned way covers takes th
 tier and text, exactly as ``Learned.apply`` gives it to a sync; every other hunk keeps
 its proposal. The table is the forks' later merges as a sync with a committed
 ``.github/forksync-learned.json`` would have seen them: nothing tested was taught.
+
+Its last line replays the same newer merges as the App learns instead: each taught by all
+the fork's merges before it (``as_the_app_learns``), so a habit people drop is noticed at
+their next merge.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.engine.follow import FOLLOW_MIN, file_follow, follow_ups
-from bot.engine.learn import Learned, Outcome, earn
+from bot.engine.learn import MAX_SOURCES, Learned, Outcome, earn
 from bot.engine.model import Tier
 from bot.engine.replay import same_text
 from bot.engine.suggest import Proposal
@@ -37,11 +41,36 @@ def whole_outcome(w: Any) -> Outcome:
 
 def split(cases: Sequence[Any], order: dict[tuple[str, str], int],
           share: float = 0.5) -> tuple[list[Any], list[Any], int]:
-    """The older ``share`` of one repository's merges (by ``order``) and the rest."""
+    """The older ``share`` of one repository's merges (by ``order``) and the rest, each
+    oldest merge first (``earn`` reads a way's newest merges last)."""
     merges = sorted({c.merge for c in cases}, key=lambda m: order[(cases[0].repo, m)])
     taught = set(merges[:int(len(merges) * share)])
-    return ([c for c in cases if c.merge in taught], [c for c in cases if c.merge not in taught],
-            len(taught))
+    ordered = sorted(cases, key=lambda c: order[(c.repo, c.merge)])
+    return ([c for c in ordered if c.merge in taught],
+            [c for c in ordered if c.merge not in taught], len(taught))
+
+
+def as_the_app_learns(mine: Sequence[Any], order: dict[tuple[str, str], int],
+                      tested: set[str], gone: Sequence[Any] = ()) -> list[Any]:
+    """One repository's ``tested`` merges as the App would have proposed them: each merge
+    with the tiers earned from the outcomes of the ``MAX_SOURCES`` merges before it (the
+    App remembers every merged sync PR and earns its tiers afresh at each sync)."""
+    repo = mine[0].repo
+    merges = sorted({c.merge for c in mine}, key=lambda m: order[(repo, m)])
+    taught: dict[str, list[Outcome]] = {m: [] for m in merges}
+    for c in mine:
+        taught[c.merge].append(outcome(c))
+    for w in gone:
+        if w.merge in taught:
+            taught[w.merge].append(whole_outcome(w))
+    out: list[Any] = []
+    for i, m in enumerate(merges):
+        if m not in tested:
+            continue
+        past = merges[max(0, i - MAX_SOURCES):i]
+        learned = earn([o for p in past for o in taught[p]], merges=len(past))
+        out += [applied(c, learned) for c in mine if c.merge == m]
+    return out
 
 
 def applied(c: Any, learned: Learned) -> Any:
@@ -68,6 +97,7 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
            f"  {'repository':30}{'taught':>16}{'ways':>6}{'tested':>8}{'Confirm':>12}"
            f"{'Settled':>12}{'Decide':>9}{'files Confirm':>15}"]
     tested_all: list[Any] = []
+    online: list[Any] = []  # the same tested hunks, as the App learns
     merges_tested = 0
     files = [0, 0, 0]  # tested files one side deleted; of them a learned Confirm; right
     for repo in sorted({c.repo for c in cases}):
@@ -80,6 +110,7 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
                        merges=n_taught)
         tested = [applied(c, learned) for c in test]
         tested_all += tested
+        online += as_the_app_learns(mine, order, {c.merge for c in test}, gone)
         merges_tested += len({c.merge for c in test})
         cells = []
         for tier in (Tier.CONFIRM, Tier.SETTLED):
@@ -104,6 +135,13 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
     out += ["", *table("the newer halves, with the tiers each fork learned from its older "
                        "half", tested_all, merges_tested, 0, 0),
             *rule_table([c for c in tested_all if "[learned" in c.rule])]
+    cells = []
+    for tier in (Tier.CONFIRM, Tier.SETTLED):
+        group = [c for c in online if c.tier == tier.value and "[learned" in c.rule]
+        cells.append(f"{tier.value} {sum(c.right for c in group)}/{len(group)}")
+    out.append(f"  as the App learns (each newer merge taught by the {MAX_SOURCES} merges "
+               f"before it): learned {', '.join(cells)}; Decide "
+               f"{sum(c.tier == Tier.DECIDE.value for c in online) / max(1, len(online)):.1%}")
     return out
 
 

@@ -853,8 +853,8 @@ async def test_a_habit_of_earlier_merged_syncs_is_a_confirm(world: World) -> Non
     region = find_marker_regions(world.file_at(pr.head_sha, A))[0]
     assert suggestion_of(on_a.body) == region.ours
     assert "people committed the fork's side (ours) at 18 of 18 conflict hunks in " \
-        f"`{A}`, and at every one of them in 3 of 3 merges (the fork's merged sync PRs, as " \
-        "forksync saw them)" in on_a.body
+        f"`{A}`, and at every one of them in 3 of 3 merges, the newest 2 included (the fork's " \
+        "merged sync PRs, as forksync saw them)" in on_a.body
     assert "1 proposal follows this fork's own past resolutions" in pr.body
     # The other file has no habit: its hunks stay Decide.
     assert all("· Decide**" in c.body for c in comments[1:])

@@ -128,6 +128,44 @@ def test_a_file_from_before_merges_were_counted_is_said_not_used() -> None:
     learned = loads(old)
     assert learned.ways == [] and "did not count merges" in learned.warning
     assert "run `forksync learn` again" in learned.warning
+    two = loads('{"version": 2, "ways": [{"kind": "file", "key": "a", "action": "ours", '
+                '"right": 40, "n": 40, "merges": 5, "merges_right": 5}]}')
+    assert two.ways == [] and "held in its newest merges" in two.warning
+
+
+def test_a_habit_missed_in_its_newest_merges_is_a_decide_until_it_holds_twice() -> None:
+    def way(missed: set[str], merges: int = 10) -> Way:
+        names = [f"m{i:02}" for i in range(merges)]
+        return Way("file", "docs/a.md", "ours", right=99, n=100, merges=set(names),
+                   missed=missed, order=names)
+
+    assert way({"m03"}).tier is Tier.CONFIRM  # an old miss, then eight merges right
+    newest = way({"m09"})
+    assert newest.lower > 0.9 and newest.merges_right == 9 and newest.last_right == 1
+    assert newest.tier is Tier.DECIDE and not newest.held_lately
+    assert way({"m08"}).tier is Tier.DECIDE  # the one before it counts too
+    assert way({"m09"}, merges=11).tier is Tier.DECIDE
+    # Two more merges right: the habit holds again (m09 is no longer among the newest two).
+    back = way({"m09"}, merges=12)
+    assert back.last_right == 2 and back.tier is Tier.CONFIRM
+    # tally keeps the order the outcomes came in, not the names' order.
+    counted = tally([Outcome(m, "a.txt", "conflict", None, m != "z", True)
+                     for m in ("z", "b", "a")])
+    ours = next(w for w in counted if (w.kind, w.key, w.action) == ("file", "a.txt", "ours"))
+    assert ours.order == ["z", "b", "a"] and ours.last_right == 2
+
+
+def test_learn_reads_a_forks_merges_oldest_first(tmp_path: Path) -> None:
+    # The fork kept its deletions in 26 merges, then took upstream's version in its newest:
+    # 26 of 27 is past the bound (0.817), but the habit did not hold in the newest merge.
+    learned = learn(Git(deletions(tmp_path / "late", 27, 26)), "main")
+    assert learned.merges == 27
+    assert not [w for w in learned.ways if w.key == "modify/delete, fork deleted"]
+    # The same counts with the miss in the oldest merge earn the Confirm.
+    early = tally([Outcome(f"m{r:02}", f"t/o{r}.py", "modify/delete, fork deleted", r > 0,
+                           r > 0, r == 0) for r in range(27)])
+    way = next(w for w in early if w.key == "modify/delete, fork deleted")
+    assert way.tier is Tier.CONFIRM
 
 
 def test_the_file_round_trips_and_only_counts_are_trusted(fork: Path) -> None:
@@ -139,7 +177,8 @@ def test_the_file_round_trips_and_only_counts_are_trusted(fork: Path) -> None:
     data = json.loads(text)
     data["ways"][0]["tier"] = "Settled"  # an edited tier promises nothing: counts decide
     data["ways"].append({"kind": "file", "key": "x.py", "action": "theirs", "right": 3,
-                         "n": 3, "merges": 3, "merges_right": 3, "tier": "Settled"})
+                         "n": 3, "merges": 3, "merges_right": 3, "last_right": 2,
+                         "tier": "Settled"})
     edited = loads(json.dumps(data))
     assert [w.tier for w in edited.ways] == [Tier.CONFIRM, Tier.CONFIRM, Tier.DECIDE]
 
@@ -148,18 +187,28 @@ def test_the_file_round_trips_and_only_counts_are_trusted(fork: Path) -> None:
     ("{", "JSON"),
     ("[]", "a JSON object"),
     ('{"version": 9, "ways": []}', "version"),
-    ('{"version": 2, "ways": [{"kind": "glob", "key": "a", "action": "ours"}]}',
+    ('{"version": 3, "ways": [{"kind": "glob", "key": "a", "action": "ours"}]}',
      "ways[0].kind"),
-    ('{"version": 2, "ways": [{"kind": "file", "key": "a", "action": "suggested"}]}',
+    ('{"version": 3, "ways": [{"kind": "file", "key": "a", "action": "suggested"}]}',
      "ways[0].action"),
-    ('{"version": 2, "replayed": {"merges": 1, "hunks": 1}, "ways": [{"kind": "file", '
-     '"key": "a", "action": "ours", "right": 5, "n": 4, "merges": 3, "merges_right": 3}]}',
+    ('{"version": 3, "replayed": {"merges": 1, "hunks": 1}, "ways": [{"kind": "file", '
+     '"key": "a", "action": "ours", "right": 5, "n": 4, "merges": 3, "merges_right": 3, '
+     '"last_right": 2}]}',
      "ways[0].right"),
-    ('{"version": 2, "ways": [{"kind": "file", "key": "a", "action": "ours", "right": 4, '
+    ('{"version": 3, "ways": [{"kind": "file", "key": "a", "action": "ours", "right": 4, '
      '"n": 4, "merges": 3}]}', "ways[0].merges_right"),
-    ('{"version": 2, "ways": [{"kind": "file", "key": "a", "action": "ours", "right": 4, '
-     '"n": 4, "merges": 3, "merges_right": 4}]}', "ways[0].merges_right: at most merges"),
-    ('{"version": 2, "replayed": {"merges": -1, "hunks": 1}, "ways": []}', "replayed.merges"),
+    ('{"version": 3, "ways": [{"kind": "file", "key": "a", "action": "ours", "right": 4, '
+     '"n": 4, "merges": 3, "merges_right": 4, "last_right": 2}]}',
+     "ways[0].merges_right: at most merges"),
+    ('{"version": 3, "ways": [{"kind": "file", "key": "a", "action": "ours", "right": 4, '
+     '"n": 4, "merges": 3, "merges_right": 3}]}', "ways[0].last_right"),
+    ('{"version": 3, "ways": [{"kind": "file", "key": "a", "action": "ours", "right": 4, '
+     '"n": 4, "merges": 3, "merges_right": 2, "last_right": 0}]}',
+     "ways[0].last_right: between 1 and 2"),
+    ('{"version": 3, "ways": [{"kind": "file", "key": "a", "action": "ours", "right": 4, '
+     '"n": 4, "merges": 3, "merges_right": 1, "last_right": 2}]}',
+     "ways[0].last_right: between 0 and 1"),
+    ('{"version": 3, "replayed": {"merges": -1, "hunks": 1}, "ways": []}', "replayed.merges"),
 ])
 def test_a_broken_file_names_the_field(text: str, says: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -230,7 +279,7 @@ def test_a_plan_reads_the_learned_file_on_fork_main(tmp_path: Path) -> None:
 
 def test_a_broken_learned_file_stops_the_plan_with_its_name(tmp_path: Path) -> None:
     s = _conflicted(tmp_path)
-    s.fork_commit("Hand-edited", {LEARNED_PATH: '{"version": 2, "ways": "all"}'})
+    s.fork_commit("Hand-edited", {LEARNED_PATH: '{"version": 3, "ways": "all"}'})
     with pytest.raises(ConfigError, match=r"forksync-learned\.json: ways: a list"):
         plan(str(s.fork_dir), str(s.upstream_dir), workdir=tmp_path / "wd")
 
@@ -341,8 +390,8 @@ def test_the_body_says_which_proposals_were_learned(tmp_path: Path) -> None:
     assert item["learned"] == ("file notes/build.txt: ours, right 20 of 20 in 5 merges "
                                "(5 right throughout)")
     assert "1 proposal follows this fork's own past resolutions" in render_markdown(data)
-    assert ("at every one of them in 5 of 5 merges (`.github/forksync-learned.json`)"
-            in item["reason"])
+    assert ("at every one of them in 5 of 5 merges, the newest 2 included "
+            "(`.github/forksync-learned.json`)" in item["reason"])
 
 
 def test_the_app_remembers_each_merged_sync_once_and_the_newest_hundred() -> None:

@@ -1,10 +1,10 @@
 """Tiers a fork has earned: what this fork's people committed at past conflicts.
 
-No rule is right often enough across projects to be promised everywhere (``RULE_TIERS`` is
-empty), but people in one project resolve alike: glitch-soc took the word merge of a data
-file in 223 of 234 hunks, koboldcpp kept its own README at every conflict. ``forksync
-learn`` replays the fork's own past merges (:mod:`bot.engine.replay`), counts how often
-each way of resolving was what people committed, and writes the counts to
+Few rules are right often enough across projects to be promised everywhere
+(``suggest.RULE_TIERS``), but people in one project resolve alike: glitch-soc took the word
+merge of a data file in 223 of 234 hunks, koboldcpp kept its own README at every conflict.
+``forksync learn`` replays the fork's own past merges (:mod:`bot.engine.replay`), counts
+how often each way of resolving was what people committed, and writes the counts to
 ``.github/forksync-learned.json``; once that file is committed, a Decide hunk that one of
 the ways covers becomes a Confirm (or Settled) item whose reason gives the count.
 
@@ -15,7 +15,9 @@ precision is at least 0.80 (Confirm) or 0.97 (Settled), over at least ``MIN_MERG
 merges, and the way was right at every conflict it covered in that share of those merges
 too (a merge's conflicts are resolved together: 2,325 right of 2,738 hunks of one lock
 file in 22 merges was a habit of some merges, not of the file). A Wilson bound on merges
-would ask for 16 merges without a miss, more than most forks' histories hold.
+would ask for 16 merges without a miss, more than most forks' histories hold. And it held in
+each of the newest ``RECENT`` merges it covered: a habit people have dropped stops being
+proposed at once, and earns its tier back once it holds again.
 
 Replayed with each fork's older merges teaching and its newer ones testing
 (``bench/replay_suggestions.py --learn``): counting hunks only (round 5), the ways were
@@ -64,8 +66,17 @@ from bot.engine.window import TRAILER_SYNC
 from bot.errors import ConfigError, GitError
 
 LEARNED_PATH = ".github/forksync-learned.json"
-VERSION = 2  # 2: each way also counts the merges it was right at every conflict of
+VERSION = 3  # 2: each way also counts the merges it was right at every conflict of;
+# 3: and how many of its newest RECENT merges (``last_right``)
+OLDER = {1: "merges", 2: "whether each way held in its newest merges"}
 MIN_MERGES = 3  # a way seen in fewer past merges is one decision, not a habit
+# A way missed at a conflict in either of the newest two merges it covered is a Decide again
+# until it holds in two merges in a row: people change habits (the Vue docs' translators took
+# the fork's wording at 66 of 67 hunks in 10 merges, then at 19 of 41 later). Replayed as the
+# App learns, each merge taught by every earlier one, learned Confirms were right in 583 of 668
+# later hunks of the training forks and 26 of 35 of valid9's without this check, and in 517 of
+# 587 and 19 of 22 with it (``bench/replay_suggestions.py --learn``).
+RECENT = 2
 KINDS = ("rule", "file", "dir")
 ACTIONS = {"rule": ("suggested",), "file": ("ours", "theirs"), "dir": ("ours", "theirs")}
 
@@ -94,6 +105,13 @@ class Way:
     n: int = 0
     merges: set[str] = field(default_factory=set)
     missed: set[str] = field(default_factory=set)  # merges where it was wrong at least once
+    # The merges in the order they were seen, oldest first (``tally`` reads its outcomes in
+    # that order). A way built by hand without it takes its merges' sorted names.
+    order: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.order:
+            self.order = sorted(self.merges)
 
     @property
     def lower(self) -> float:
@@ -105,8 +123,18 @@ class Way:
         return len(self.merges - self.missed)
 
     @property
+    def last_right(self) -> int:
+        """Of the newest ``RECENT`` merges this way covered, those it was right throughout."""
+        return len(set(self.order[-RECENT:]) - self.missed)
+
+    @property
+    def held_lately(self) -> bool:
+        """Right at every conflict of the newest ``RECENT`` merges it covered."""
+        return self.last_right == len(self.order[-RECENT:])
+
+    @property
     def tier(self) -> Tier:
-        if len(self.merges) < MIN_MERGES:
+        if len(self.merges) < MIN_MERGES or not self.held_lately:
             return Tier.DECIDE
         share = self.merges_right / len(self.merges)
         return next((tier for tier, floor in THRESHOLDS
@@ -126,11 +154,12 @@ class Way:
             who = "the fork" if self.key == FORK_DELETED else "upstream"
             return (f"In this fork's past merges, people kept the deletion at {self.right} of "
                     f"{self.n} files {who} deleted and the other side changed, and at every "
-                    f"one of them in {self.merges_right} of {len(self.merges)} merges "
-                    f"({source}).")
+                    f"one of them in {self.merges_right} of {len(self.merges)} merges, the "
+                    f"newest {RECENT} included ({source}).")
         return (f"In this fork's past merges, people committed {what[self.action]} at "
                 f"{self.right} of {self.n} conflict hunks{where[self.kind]}, and at every one "
-                f"of them in {self.merges_right} of {len(self.merges)} merges ({source}).")
+                f"of them in {self.merges_right} of {len(self.merges)} merges, the newest "
+                f"{RECENT} included ({source}).")
 
 
 def _dirs(path: str) -> Iterator[str]:
@@ -141,14 +170,16 @@ def _dirs(path: str) -> Iterator[str]:
 
 
 def tally(outcomes: Iterable[Outcome]) -> list[Way]:
-    """Every way seen in ``outcomes``, with its count."""
+    """Every way seen in ``outcomes`` (oldest merge first), with its count."""
     ways: dict[tuple[str, str, str], Way] = {}
 
     def add(kind: str, key: str, action: str, right: bool, merge: str) -> None:
         way = ways.setdefault((kind, key, action), Way(kind, key, action))
         way.right += int(right)
         way.n += 1
-        way.merges.add(merge)
+        if merge not in way.merges:
+            way.merges.add(merge)
+            way.order.append(merge)
         if not right:
             way.missed.add(merge)
 
@@ -425,7 +456,6 @@ def learn(git: Git, rev: str = "HEAD", *, limit: int = 200,
     if git.rev_parse(rev) is None:
         raise GitError(f"the fork has no revision {rev}")
     say = progress or (lambda _msg: None)
-    outcomes: list[Outcome] = []
     say("finding conflicting merges and sync commits")
     merges = list(conflicting_merges(git, rev, limit))
     syncs = sync_commits(git, rev, limit)
@@ -433,19 +463,23 @@ def learn(git: Git, rev: str = "HEAD", *, limit: int = 200,
         syncs = list(dict.fromkeys(syncs + marked_commits(git, rev, limit)))
     except GitError as exc:  # a partial clone without the blobs: the trailers still count
         say(f"could not look for syncs made by hand (commits with conflict markers): {exc}")
-    sources = 0
+    found: dict[str, list[Outcome]] = {}
     with CatFile(git) as cat:
         for i, merge in enumerate(merges, 1):
-            found = merge_outcomes(cat, merge)
-            sources += bool(found)
-            outcomes += found
-            say(f"replayed {i}/{len(merges)} merges ({len(outcomes)} hunks)")
+            found[merge.sha] = merge_outcomes(cat, merge)
+            say(f"replayed {i}/{len(merges)} merges ({sum(map(len, found.values()))} hunks)")
         for i, sha in enumerate(syncs, 1):
-            found = sync_outcomes(git, cat, sha, rev)
-            sources += bool(found)
-            outcomes += found
-            say(f"read {i}/{len(syncs)} sync commits ({len(outcomes)} hunks)")
-    return earn(outcomes, merges=sources)
+            found[sha] = found.get(sha) or sync_outcomes(git, cat, sha, rev)
+            say(f"read {i}/{len(syncs)} sync commits ({sum(map(len, found.values()))} hunks)")
+    sources = [sha for sha in oldest_first(git, list(found)) if found[sha]]
+    return earn([o for sha in sources for o in found[sha]], merges=len(sources))
+
+
+def oldest_first(git: Git, commits: list[str]) -> list[str]:
+    """``commits`` by commit date, oldest first: a way's newest merges are its last."""
+    if not commits:
+        return []
+    return git.text("log", "--no-walk", "--format=%H", *commits).split()[::-1]
 
 
 # ------------------------------------------------------------------------ the file
@@ -459,10 +493,10 @@ def dumps(learned: Learned) -> str:
         "replayed": {"merges": learned.merges, "hunks": learned.hunks},
         "criterion": "95% Wilson lower bound of the hunks >= 0.80 (Confirm) or 0.97 "
                      "(Settled), the same share of its merges right at every hunk, in >= "
-                     f"{MIN_MERGES} merges",
+                     f"{MIN_MERGES} merges, the newest {RECENT} of them included",
         "ways": [{"kind": w.kind, "key": w.key, "action": w.action, "right": w.right,
                   "n": w.n, "merges": len(w.merges), "merges_right": w.merges_right,
-                  "tier": w.tier.value}
+                  "last_right": w.last_right, "tier": w.tier.value}
                  for w in learned.ways],
     }, indent=2) + "\n"
 
@@ -476,12 +510,13 @@ def loads(text: str, path: str = LEARNED_PATH) -> Learned:
         raise ConfigError(path, exc.lineno, "(file)", f"JSON ({exc.msg})") from None
     if not isinstance(data, dict):
         raise ConfigError(path, None, "(file)", "a JSON object")
-    if data.get("version") == 1:
-        # Counted hunks only, which let one merge's many hunks carry a way: its ways are
-        # not used, and the plan says why rather than stopping.
+    if data.get("version") in OLDER:
+        # Version 1 counted hunks only, which let one merge's many hunks carry a way;
+        # version 2 did not say whether a way held in its newest merges. Their ways are not
+        # used, and the plan says why rather than stopping.
         return Learned(warning=f"`{path}` was written by an older `forksync learn`, which did "
-                       "not count merges; its ways are not used until you run `forksync "
-                       "learn` again and commit the new file")
+                       f"not count {OLDER[data['version']]}; its ways are not used until you "
+                       "run `forksync learn` again and commit the new file")
     if data.get("version") != VERSION:
         raise ConfigError(path, None, "version", f"{VERSION} (run `forksync learn` again)")
     ways = data.get("ways")
@@ -501,15 +536,25 @@ def loads(text: str, path: str = LEARNED_PATH) -> Learned:
             raise ConfigError(path, None, f"{where}.key", "a rule name or a path")
         if action not in ACTIONS[kind]:
             raise ConfigError(path, None, f"{where}.action", f"one of {', '.join(ACTIONS[kind])}")
-        right, n, merges, merges_right = (_int(w, name, path, where) for name in (
-            "right", "n", "merges", "merges_right"))
+        right, n, merges, merges_right, last_right = (_int(w, name, path, where) for name in (
+            "right", "n", "merges", "merges_right", "last_right"))
         if right > n:
             raise ConfigError(path, None, f"{where}.right", f"at most n ({n})")
         if merges_right > merges:
             raise ConfigError(path, None, f"{where}.merges_right", f"at most merges ({merges})")
-        # Merges are counted, not named: stand-ins keep the counts for the criterion.
-        out.ways.append(Way(kind, key, action, right, n, {str(m) for m in range(merges)},
-                            {str(m) for m in range(merges_right, merges)}))
+        newest = min(RECENT, merges)
+        low, high = max(0, newest - merges + merges_right), min(newest, merges_right)
+        if not low <= last_right <= high:
+            raise ConfigError(path, None, f"{where}.last_right",
+                              f"between {low} and {high} (of its newest {newest} merges, those "
+                              "right at every conflict)")
+        # Merges are counted, not named: stand-ins keep the counts for the criterion, the
+        # newest last, with the misses the newest merges had among them.
+        missed_newest = newest - last_right
+        names = [str(m) for m in range(merges)]
+        missed = set(names[merges - newest:][:missed_newest])
+        missed |= set(names[:merges - newest][:merges - merges_right - missed_newest])
+        out.ways.append(Way(kind, key, action, right, n, set(names), missed, names))
     return out
 
 
