@@ -61,7 +61,7 @@ MERGES = ROOT / "bench" / "replay_merges.txt"
 # Every set replayed so far; from round 7 the validation sets valid2..valid5, all spent,
 # are training data too (bench/README.md).
 TRAINING = ("dev", "heldout", "fresh", "valid", "valid2", "valid3", "valid4", "valid5",
-            "valid6", "valid7", "valid8")
+            "valid6", "valid7", "valid8", "valid9", "valid10")
 TIERS = ("Settled", "Confirm", "Decide")
 TARGETS = {"Settled": 0.97, "Confirm": 0.80}
 TARGET_COVERAGE = 0.40

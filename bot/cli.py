@@ -297,7 +297,7 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def _learn(args: argparse.Namespace) -> int:
-    from bot.engine.learn import dumps, learn
+    from bot.engine.learn import RECENT, dumps, learn
     from bot.engine.pipeline import is_url, open_repo
 
     if is_url(args.fork):
@@ -319,6 +319,11 @@ def _learn(args: argparse.Namespace) -> int:
           file=sys.stderr)
     for w in learned.ways:
         print(f"  {w.tier.value:8} {w.short()}", file=sys.stderr)
+    if learned.lapsed:
+        print(f"{len(learned.lapsed)} more would earn one but missed in their newest merges "
+              f"(not used until they hold in {RECENT} merges in a row):", file=sys.stderr)
+        for w in learned.lapsed:
+            print(f"  lapsed   {w.short()}", file=sys.stderr)
     return 0
 
 

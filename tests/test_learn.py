@@ -24,6 +24,7 @@ from bot.engine.learn import (
     Outcome,
     Way,
     dumps,
+    earn,
     from_state,
     learn,
     loads,
@@ -158,9 +159,24 @@ def test_a_habit_missed_in_its_newest_merges_is_a_decide_until_it_holds_twice() 
 def test_learn_reads_a_forks_merges_oldest_first(tmp_path: Path) -> None:
     # The fork kept its deletions in 26 merges, then took upstream's version in its newest:
     # 26 of 27 is past the bound (0.817), but the habit did not hold in the newest merge.
-    learned = learn(Git(deletions(tmp_path / "late", 27, 26)), "main")
+    fork = deletions(tmp_path / "late", 27, 26)
+    learned = learn(Git(fork), "main")
     assert learned.merges == 27
     assert not [w for w in learned.ways if w.key == "modify/delete, fork deleted"]
+    (lapsed,) = [w for w in learned.lapsed if w.key == "modify/delete, fork deleted"]
+    assert (lapsed.right, lapsed.n, lapsed.last_right) == (26, 27, 1)
+    # The file's item says why the habit no longer raises it; its tier stays Decide.
+    from bot.engine.suggest import propose_whole_file
+    prop = learned.apply_file(propose_whole_file("fork"))
+    assert prop.tier is Tier.DECIDE and not prop.learned
+    assert ("This fork's people kept the deletion at 26 of 27 files the fork deleted in past "
+            "merges, but not at every one of them in the newest 2 of those merges"
+            in prop.reason and "holds in 2 merges in a row" in prop.reason)
+    # forksync learn says so on stderr too.
+    proc = _cli("learn", "--fork", str(fork), "--rev", "main", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "missed in their newest merges" in proc.stderr
+    assert "lapsed   rule modify/delete, fork deleted: suggested, right 26 of 27" in proc.stderr
     # The same counts with the miss in the oldest merge earn the Confirm.
     early = tally([Outcome(f"m{r:02}", f"t/o{r}.py", "modify/delete, fork deleted", r > 0,
                            r > 0, r == 0) for r in range(27)])
@@ -218,6 +234,24 @@ def test_a_broken_file_names_the_field(text: str, says: str) -> None:
 
 def _learned(kind: str, key: str, action: str, right: int = 40, n: int = 40) -> Learned:
     return Learned([Way(kind, key, action, right, n, {f"m{i}" for i in range(5)})])
+
+
+def test_a_lapsed_habit_leaves_the_hunk_a_decide_and_says_why() -> None:
+    # The fork's README: ours at every conflict of 26 merges, then upstream's in the newest.
+    outcomes = [Outcome(f"m{r:02}", "README.md", "conflict", None, r < 26, r == 26)
+                for r in range(27)]
+    learned = earn(outcomes, merges=27)
+    assert not [w for w in learned.ways if w.key == "README.md"]
+    prop = propose("a = 2\n", "a = 1\n", "a = 3\n", path="README.md")
+    after = learned.apply(prop, "a = 2\n", "a = 3\n", "README.md")
+    assert after.tier is Tier.DECIDE and after.suggestion == prop.suggestion
+    assert after.reason.startswith(prop.reason)
+    assert ("This fork's people committed the fork's side (ours) at 26 of 27 conflict hunks "
+            "in `README.md` in past merges, but not at every one of them in the newest 2"
+            in after.reason)
+    # Other files are not told about it.
+    other = propose("a = 2\n", "a = 1\n", "a = 3\n", path="src/a.py")
+    assert learned.apply(other, "a = 2\n", "a = 3\n", "src/a.py") == other
 
 
 def test_apply_turns_a_covered_decide_into_a_confirm() -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
@@ -134,7 +134,15 @@ class Way:
 
     @property
     def tier(self) -> Tier:
-        if len(self.merges) < MIN_MERGES or not self.held_lately:
+        return self._earned(lately=True)
+
+    @property
+    def lapsed(self) -> bool:
+        """It would earn a tier on its counts, but missed in one of its newest merges."""
+        return not self.held_lately and self._earned(lately=False) is not Tier.DECIDE
+
+    def _earned(self, *, lately: bool) -> Tier:
+        if len(self.merges) < MIN_MERGES or (lately and not self.held_lately):
             return Tier.DECIDE
         share = self.merges_right / len(self.merges)
         return next((tier for tier, floor in THRESHOLDS
@@ -145,19 +153,37 @@ class Way:
         return (f"{self.kind} {self.key}: {self.action}, right {self.right} of {self.n} in "
                 f"{len(self.merges)} merges ({self.merges_right} right throughout)")
 
+    def _what(self) -> str:
+        return {"suggested": f"the proposal of this rule ({self.key})",
+                "ours": "the fork's side (ours)", "theirs": "upstream's side (theirs)"
+                }[self.action]
+
+    def _where(self) -> str:
+        return {"rule": "", "file": f" in `{self.key}`", "dir": f" under `{self.key}/`"
+                }[self.kind]
+
+    def lapse_says(self, source: str = f"`{LEARNED_PATH}`") -> str:
+        """Why a habit no longer raises this item, for its reason."""
+        if self.key in WHOLE_FILE_RULES:
+            who = "the fork" if self.key == FORK_DELETED else "upstream"
+            did = f"kept the deletion at {self.right} of {self.n} files {who} deleted"
+        else:
+            did = (f"committed {self._what()} at {self.right} of {self.n} conflict hunks"
+                   f"{self._where()}")
+        return (f"This fork's people {did} in past merges, but not at every one of them in "
+                f"the newest {RECENT} of those merges ({source}): not proposed until it holds "
+                f"in {RECENT} merges in a row.")
+
     def says(self, source: str = f"`{LEARNED_PATH}`") -> str:
         """The habit in words, for an item's reason."""
-        where = {"rule": "", "file": f" in `{self.key}`", "dir": f" under `{self.key}/`"}
-        what = {"suggested": f"the proposal of this rule ({self.key})",
-                "ours": "the fork's side (ours)", "theirs": "upstream's side (theirs)"}
         if self.key in WHOLE_FILE_RULES:
             who = "the fork" if self.key == FORK_DELETED else "upstream"
             return (f"In this fork's past merges, people kept the deletion at {self.right} of "
                     f"{self.n} files {who} deleted and the other side changed, and at every "
                     f"one of them in {self.merges_right} of {len(self.merges)} merges, the "
                     f"newest {RECENT} included ({source}).")
-        return (f"In this fork's past merges, people committed {what[self.action]} at "
-                f"{self.right} of {self.n} conflict hunks{where[self.kind]}, and at every one "
+        return (f"In this fork's past merges, people committed {self._what()} at "
+                f"{self.right} of {self.n} conflict hunks{self._where()}, and at every one "
                 f"of them in {self.merges_right} of {len(self.merges)} merges, the newest "
                 f"{RECENT} included ({source}).")
 
@@ -204,19 +230,22 @@ class Learned:
     made: str = ""  # when, ISO 8601
     source: str = f"`{LEARNED_PATH}`"  # where the counts come from, as an item's reason says
     warning: str = ""  # why a file's ways are not used (written by an older forksync)
+    # Ways that would earn a tier on their counts but missed in one of their newest merges:
+    # not used; an item they cover says so.
+    lapsed: list[Way] = field(default_factory=list)
 
     def choose(self, rule: str, path: str, has_candidate: bool) -> Way | None:
         """The surest earned way that covers a Decide hunk of ``rule`` in ``path`` (never
         an add/add: two new files are never glued together, nor one picked by habit)."""
-        if rule == "add/add":
-            return None
-        keys = {("file", path), *(("dir", d) for d in _dirs(path))}
-        if has_candidate:
-            keys.add(("rule", rule))
-        fits = [w for w in self.ways if (w.kind, w.key) in keys and w.tier is not Tier.DECIDE]
-        # The surest; between equally sure ways, the narrowest (a file before its folders).
-        return max(fits, key=lambda w: (w.lower, w.kind == "file", w.key.count("/")),
-                   default=None)
+        return _surest([w for w in self.ways if w.tier is not Tier.DECIDE], rule, path,
+                       has_candidate)
+
+    def _lapse(self, prop: Proposal, rule: str, path: str, has_candidate: bool) -> Proposal:
+        """``prop``, its reason saying which habit of this fork no longer covers it."""
+        way = _surest(self.lapsed, rule, path, has_candidate)
+        if way is None:
+            return prop
+        return replace(prop, reason=f"{prop.reason} {way.lapse_says(self.source)}")
 
     def apply_file(self, prop: Proposal) -> Proposal:
         """A whole-file proposal (modify/delete) at the tier this fork has earned for its
@@ -226,7 +255,7 @@ class Learned:
         way = next((w for w in self.ways if (w.kind, w.key) == ("rule", prop.rule)
                     and w.tier is not Tier.DECIDE), None)
         if way is None:
-            return prop
+            return self._lapse(prop, prop.rule, "", True)
         return Proposal(way.tier, f"{way.says(self.source)} {prop.reason}", None,
                         question=prop.question, choices=prop.choices, rule=prop.rule,
                         side=prop.side, learned=way.short())
@@ -237,7 +266,7 @@ class Learned:
             return prop
         way = self.choose(prop.rule, path, prop.candidate is not None)
         if way is None:
-            return prop
+            return self._lapse(prop, prop.rule, path, prop.candidate is not None)
         text = {"suggested": prop.candidate, "ours": ours, "theirs": theirs}[way.action]
         assert text is not None
         reason = f"{way.says(self.source)} {prop.reason[:1].upper()}{prop.reason[1:]}"
@@ -253,11 +282,26 @@ class Learned:
                         learned=learned)
 
 
+def _surest(ways: list[Way], rule: str, path: str, has_candidate: bool) -> Way | None:
+    """Of ``ways``, the surest that covers a hunk of ``rule`` in ``path`` (a file's
+    deletion when ``path`` is empty); never an add/add."""
+    if rule == "add/add":
+        return None
+    keys = {("file", path), *(("dir", d) for d in _dirs(path))} if path else set()
+    if has_candidate:
+        keys.add(("rule", rule))
+    fits = [w for w in ways if (w.kind, w.key) in keys]
+    # The surest; between equally sure ways, the narrowest (a file before its folders).
+    return max(fits, key=lambda w: (w.lower, w.kind == "file", w.key.count("/")),
+               default=None)
+
+
 def earn(outcomes: list[Outcome], *, merges: int, now: datetime | None = None) -> Learned:
-    """The ways ``outcomes`` earn a tier with."""
-    ways = [w for w in tally(outcomes) if w.tier is not Tier.DECIDE]
+    """The ways ``outcomes`` (oldest merge first) earn a tier with, and those that lapsed."""
+    ways = tally(outcomes)
     made = (now or datetime.now(UTC)).replace(microsecond=0).isoformat()
-    return Learned(ways, merges, len(outcomes), made)
+    return Learned([w for w in ways if w.tier is not Tier.DECIDE], merges, len(outcomes),
+                   made, lapsed=[w for w in ways if w.lapsed])
 
 
 # ------------------------------------------------------------------------ the fork's past
