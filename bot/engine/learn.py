@@ -74,8 +74,9 @@ MIN_MERGES = 3  # a way seen in fewer past merges is one decision, not a habit
 # until it holds in two merges in a row: people change habits (the Vue docs' translators took
 # the fork's wording at 66 of 67 hunks in 10 merges, then at 19 of 41 later). Replayed as the
 # App learns, each merge taught by every earlier one, learned Confirms were right in 583 of 668
-# later hunks of the training forks and 26 of 35 of valid9's without this check, and in 517 of
-# 587 and 19 of 22 with it (``bench/replay_suggestions.py --learn``).
+# later hunks of the eleven training sets and 26 of 35 of valid9's without this check, and in
+# 517 of 587 and 19 of 22 with it (replayed from round 9's records). On valid10, replayed once
+# after it was frozen: 53 of 53 (``bench/replay_suggestions.py --learn``, its last line).
 RECENT = 2
 KINDS = ("rule", "file", "dir")
 ACTIONS = {"rule": ("suggested",), "file": ("ours", "theirs"), "dir": ("ours", "theirs")}
