@@ -254,6 +254,32 @@ def test_a_lapsed_habit_leaves_the_hunk_a_decide_and_says_why() -> None:
     assert learned.apply(other, "a = 2\n", "a = 3\n", "src/a.py") == other
 
 
+def test_the_apps_memory_withdraws_a_habit_of_the_file_it_saw_missed(tmp_path: Path) -> None:
+    s = _conflicted(tmp_path)
+    s.fork_commit("Learned tiers", {LEARNED_PATH: dumps(_learned(
+        "file", "notes/build.txt", "ours", right=20, n=20))})
+    assert _item(s, tmp_path / "file").tier is Tier.CONFIRM
+    # Since the file was committed, two sync PRs were merged; at the newer one people took
+    # upstream's side in the file: the file's habit is withdrawn, and the item says why.
+    state: dict[str, object] = {}
+    remember(state, "c1", [Outcome("c1", "notes/build.txt", "conflict", None, True, False)])
+    remember(state, "c2", [Outcome("c2", "notes/build.txt", "conflict", None, False, True)])
+    memory = from_state(state)
+    p = plan(str(s.fork_dir), str(s.upstream_dir), workdir=tmp_path / "wd", learned=memory)
+    (item,) = [i for f in p.files if f.path == "notes/build.txt" for i in f.review_items]
+    assert item.tier is Tier.DECIDE and not item.learned
+    assert ("This fork's people committed the fork's side (ours) at 1 of 2 conflict hunks in "
+            "`notes/build.txt` in past merges, but not at every one of them in the newest 2 "
+            "of those merges (the fork's merged sync PRs, as forksync saw them)" in item.reason)
+    # A memory that saw the habit hold leaves the file's way as it is.
+    held: dict[str, object] = {}
+    remember(held, "c1", [Outcome("c1", "notes/build.txt", "conflict", None, True, False)])
+    p = plan(str(s.fork_dir), str(s.upstream_dir), workdir=tmp_path / "wd2",
+             learned=from_state(held))
+    (item,) = [i for f in p.files if f.path == "notes/build.txt" for i in f.review_items]
+    assert item.tier is Tier.CONFIRM and "20 of 20" in item.reason
+
+
 def test_apply_turns_a_covered_decide_into_a_confirm() -> None:
     prop = propose("a = 2\n", "a = 1\n", "a = 3\n", path="conf/a.py")
     assert prop.tier is Tier.DECIDE and prop.suggestion is None

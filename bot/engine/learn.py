@@ -109,6 +109,7 @@ class Way:
     # The merges in the order they were seen, oldest first (``tally`` reads its outcomes in
     # that order). A way built by hand without it takes its merges' sorted names.
     order: list[str] = field(default_factory=list)
+    source: str = ""  # where its counts come from, if not from the Learned that holds it
 
     def __post_init__(self) -> None:
         if not self.order:
@@ -234,6 +235,23 @@ class Learned:
     # Ways that would earn a tier on their counts but missed in one of their newest merges:
     # not used; an item they cover says so.
     lapsed: list[Way] = field(default_factory=list)
+    seen: list[Way] = field(default_factory=list)  # every way its outcomes held (earn)
+
+    def checked_by(self, memory: Learned | None) -> Learned:
+        """These ways (a committed file's) less those that the App's memory of merged sync
+        PRs, newer than the file, saw missed in the newest ``RECENT`` merges they covered
+        there: those lapse, with the memory's counts in the reason."""
+        if memory is None or not memory.seen:
+            return self
+        newer = {(w.kind, w.key, w.action): w for w in memory.seen}
+        keep, lapsed = [], list(self.lapsed)
+        for w in self.ways:
+            seen = newer.get((w.kind, w.key, w.action))
+            if seen is not None and not seen.held_lately:
+                lapsed.append(replace(seen, source=memory.source))
+            else:
+                keep.append(w)
+        return replace(self, ways=keep, lapsed=lapsed)
 
     def choose(self, rule: str, path: str, has_candidate: bool) -> Way | None:
         """The surest earned way that covers a Decide hunk of ``rule`` in ``path`` (never
@@ -246,7 +264,7 @@ class Learned:
         way = _surest(self.lapsed, rule, path, has_candidate)
         if way is None:
             return prop
-        return replace(prop, reason=f"{prop.reason} {way.lapse_says(self.source)}")
+        return replace(prop, reason=f"{prop.reason} {way.lapse_says(way.source or self.source)}")
 
     def apply_file(self, prop: Proposal) -> Proposal:
         """A whole-file proposal (modify/delete) at the tier this fork has earned for its
@@ -302,7 +320,7 @@ def earn(outcomes: list[Outcome], *, merges: int, now: datetime | None = None) -
     ways = tally(outcomes)
     made = (now or datetime.now(UTC)).replace(microsecond=0).isoformat()
     return Learned([w for w in ways if w.tier is not Tier.DECIDE], merges, len(outcomes),
-                   made, lapsed=[w for w in ways if w.lapsed])
+                   made, lapsed=[w for w in ways if w.lapsed], seen=ways)
 
 
 # ------------------------------------------------------------------------ the fork's past

@@ -165,7 +165,8 @@ def plan(fork: str, upstream: str, *, from_rev: str | None = None, to_rev: str |
     ``workflows=False`` keeps every workflow file as the fork has it and lists upstream's
     changes to them as items to port by hand (for a pusher GitHub would refuse them from).
     ``learned`` is the tiers the fork earned where it has no ``.github/forksync-learned.json``
-    (the App's own record of its merged sync PRs); the committed file wins.
+    (the App's own record of its merged sync PRs); the committed file wins, less the ways
+    that record saw missed in its newest merged sync PRs (``Learned.checked_by``).
     """
     return _plan(fork, upstream, from_rev=from_rev, to_rev=to_rev, config=config,
                  config_path=config_path, fork_branch=fork_branch, workdir=workdir,
@@ -284,7 +285,8 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
                       "message": from_file.warning}]
             from_file = None
         classified = Classifier(work, cat, outcome, cfg, translator, window, cutoff,
-                                tip, workflows=workflows, learned=from_file or learned
+                                tip, workflows=workflows,
+                                learned=from_file.checked_by(learned) if from_file else learned
                                 ).classify(writer)
     p = Plan(
         upstream_repo=cfg.upstream_repo, upstream_branch=cfg.upstream_branch, cutoff=cutoff,
