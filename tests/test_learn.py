@@ -280,6 +280,29 @@ def test_the_apps_memory_withdraws_a_habit_of_the_file_it_saw_missed(tmp_path: P
     assert item.tier is Tier.CONFIRM and "20 of 20" in item.reason
 
 
+def test_a_decide_gives_this_forks_own_figure_for_its_rule() -> None:
+    from bot.engine.suggest import Proposal
+    # In this fork the word merge was what people committed at 11 of 38 hunks.
+    outcomes = [Outcome(f"m{r:02}", f"src/f{r}.py", "merge word by word", r % 7 < 2, False,
+                        False) for r in range(38)]
+    learned = earn(outcomes, merges=38)
+    assert not learned.ways and not learned.lapsed
+    prop = Proposal(Tier.DECIDE, "Both edits merged word by word.", "x = 3\n",
+                    rule="merge word by word", candidate="x = 3\n")
+    out = learned.apply(prop, "x = 2\n", "x = 1\n", "src/new.py")
+    assert out.tier is Tier.DECIDE and out.suggestion == "x = 3\n"
+    right = sum(r % 7 < 2 for r in range(38))
+    assert out.reason == ("Both edits merged word by word. In this fork's past merges, people "
+                          f"committed this rule's proposal at {right} of 38 conflict hunks of "
+                          "this kind, in 38 merges (`.github/forksync-learned.json`).")
+    # Under ten hunks, no figure: too few to say anything.
+    few = earn(outcomes[:9], merges=9)
+    assert few.apply(prop, "x = 2\n", "x = 1\n", "src/new.py") == prop
+    # A rule with no candidate has no figure of its own.
+    bare = Proposal(Tier.DECIDE, "Both sides changed it.", None, rule="merge word by word")
+    assert learned.apply(bare, "x = 2\n", "x = 1\n", "src/new.py") == bare
+
+
 def test_apply_turns_a_covered_decide_into_a_confirm() -> None:
     prop = propose("a = 2\n", "a = 1\n", "a = 3\n", path="conf/a.py")
     assert prop.tier is Tier.DECIDE and prop.suggestion is None

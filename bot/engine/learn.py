@@ -78,6 +78,8 @@ MIN_MERGES = 3  # a way seen in fewer past merges is one decision, not a habit
 # 517 of 587 and 19 of 22 with it (replayed from round 9's records). On valid10, replayed once
 # after it was frozen: 53 of 53 (``bench/replay_suggestions.py --learn``, its last line).
 RECENT = 2
+# A Decide's reason gives this fork's own figure for its rule from this many hunks on.
+FIGURE_MIN = 10
 KINDS = ("rule", "file", "dir")
 ACTIONS = {"rule": ("suggested",), "file": ("ours", "theirs"), "dir": ("ours", "theirs")}
 
@@ -176,6 +178,15 @@ class Way:
                 f"the newest {RECENT} of those merges ({source}): not proposed until it holds "
                 f"in {RECENT} merges in a row.")
 
+    def figure_says(self, source: str) -> str:
+        """How often this rule's proposal was right in this fork: one more figure for a
+        Decide, which its own counts did not raise."""
+        what = "kept the deletion" if self.key in WHOLE_FILE_RULES else \
+            "committed this rule's proposal"
+        unit = "files" if self.key in WHOLE_FILE_RULES else "conflict hunks"
+        return (f"In this fork's past merges, people {what} at {self.right} of {self.n} "
+                f"{unit} of this kind, in {len(self.merges)} merges ({source}).")
+
     def says(self, source: str = f"`{LEARNED_PATH}`") -> str:
         """The habit in words, for an item's reason."""
         if self.key in WHOLE_FILE_RULES:
@@ -259,12 +270,17 @@ class Learned:
         return _surest([w for w in self.ways if w.tier is not Tier.DECIDE], rule, path,
                        has_candidate)
 
-    def _lapse(self, prop: Proposal, rule: str, path: str, has_candidate: bool) -> Proposal:
-        """``prop``, its reason saying which habit of this fork no longer covers it."""
+    def _explain(self, prop: Proposal, rule: str, path: str, has_candidate: bool) -> Proposal:
+        """``prop``, its reason saying which habit of this fork no longer covers it, or
+        else how often its rule's proposal was right in this fork (``FIGURE_MIN`` hunks)."""
         way = _surest(self.lapsed, rule, path, has_candidate)
-        if way is None:
+        if way is not None:
+            return replace(prop, reason=f"{prop.reason} "
+                                        f"{way.lapse_says(way.source or self.source)}")
+        own = next((w for w in self.seen if (w.kind, w.key) == ("rule", rule)), None)
+        if not has_candidate or own is None or own.n < FIGURE_MIN:
             return prop
-        return replace(prop, reason=f"{prop.reason} {way.lapse_says(way.source or self.source)}")
+        return replace(prop, reason=f"{prop.reason} {own.figure_says(self.source)}")
 
     def apply_file(self, prop: Proposal) -> Proposal:
         """A whole-file proposal (modify/delete) at the tier this fork has earned for its
@@ -274,7 +290,7 @@ class Learned:
         way = next((w for w in self.ways if (w.kind, w.key) == ("rule", prop.rule)
                     and w.tier is not Tier.DECIDE), None)
         if way is None:
-            return self._lapse(prop, prop.rule, "", True)
+            return self._explain(prop, prop.rule, "", True)
         return Proposal(way.tier, f"{way.says(self.source)} {prop.reason}", None,
                         question=prop.question, choices=prop.choices, rule=prop.rule,
                         side=prop.side, learned=way.short())
@@ -285,7 +301,7 @@ class Learned:
             return prop
         way = self.choose(prop.rule, path, prop.candidate is not None)
         if way is None:
-            return self._lapse(prop, prop.rule, path, prop.candidate is not None)
+            return self._explain(prop, prop.rule, path, prop.candidate is not None)
         text = {"suggested": prop.candidate, "ours": ours, "theirs": theirs}[way.action]
         assert text is not None
         reason = f"{way.says(self.source)} {prop.reason[:1].upper()}{prop.reason[1:]}"
