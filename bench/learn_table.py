@@ -9,7 +9,8 @@ its proposal. The table is the forks' later merges as a sync with a committed
 
 Its last line replays the same newer merges as the App learns instead: each taught by all
 the fork's merges before it (``as_the_app_learns``), so a habit people drop is noticed at
-their next merge.
+their next merge; files one side deleted count there in the merges that have conflict
+hunks too.
 """
 
 from __future__ import annotations
@@ -51,10 +52,16 @@ def split(cases: Sequence[Any], order: dict[tuple[str, str], int],
 
 
 def as_the_app_learns(mine: Sequence[Any], order: dict[tuple[str, str], int],
-                      tested: set[str], gone: Sequence[Any] = ()) -> list[Any]:
+                      tested: set[str], gone: Sequence[Any] = (),
+                      committed: Learned | None = None
+                      ) -> tuple[list[Any], list[tuple[Tier, bool]]]:
     """One repository's ``tested`` merges as the App would have proposed them: each merge
     with the tiers earned from the outcomes of the ``MAX_SOURCES`` merges before it (the
-    App remembers every merged sync PR and earns its tiers afresh at each sync)."""
+    App remembers every merged sync PR and earns its tiers afresh at each sync). With
+    ``committed`` (a learned file made from the older merges), the App plans with that file
+    instead, checked by its memory of the tested merges before each one
+    (``Learned.checked_by``). The hunks, and the tier and rightness of each of their files
+    one side deleted that a learned way raised."""
     repo = mine[0].repo
     merges = sorted({c.merge for c in mine}, key=lambda m: order[(repo, m)])
     taught: dict[str, list[Outcome]] = {m: [] for m in merges}
@@ -64,13 +71,24 @@ def as_the_app_learns(mine: Sequence[Any], order: dict[tuple[str, str], int],
         if w.merge in taught:
             taught[w.merge].append(whole_outcome(w))
     out: list[Any] = []
+    files: list[tuple[Tier, bool]] = []
     for i, m in enumerate(merges):
         if m not in tested:
             continue
         past = merges[max(0, i - MAX_SOURCES):i]
+        if committed is not None:
+            past = [p for p in past if p in tested]  # the memory starts with the file
         learned = earn([o for p in past for o in taught[p]], merges=len(past))
+        if committed is not None:
+            learned = committed.checked_by(learned)
         out += [applied(c, learned) for c in mine if c.merge == m]
-    return out
+        for w in gone:
+            if w.merge == m:
+                tier = learned.apply_file(Proposal(Tier.DECIDE, "", None, rule=w.rule,
+                                                   side=w.suggested)).tier
+                if tier is not Tier.DECIDE:
+                    files.append((tier, whole_outcome(w).candidate_right is True))
+    return out, files
 
 
 def applied(c: Any, learned: Learned) -> Any:
@@ -95,11 +113,15 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
     out = ["== learned per fork: each repository's older half of merges teaches "
            "(forksync learn's criterion), its newer half tests",
            f"  {'repository':30}{'taught':>16}{'ways':>6}{'tested':>8}{'Confirm':>12}"
-           f"{'Settled':>12}{'Decide':>9}{'files Confirm':>15}"]
+           f"{'Settled':>12}{'Decide':>9}{'files raised':>15}"]
     tested_all: list[Any] = []
     online: list[Any] = []  # the same tested hunks, as the App learns
+    online_files: list[tuple[Tier, bool]] = []  # and their files one side deleted
+    checked: list[Any] = []  # the same, planned with the older half's file and the memory
+    checked_files: list[tuple[Tier, bool]] = []
     merges_tested = 0
-    files = [0, 0, 0]  # tested files one side deleted; of them a learned Confirm; right
+    files = [0, 0, 0, 0]  # tested files one side deleted; raised by a learned way; right;
+    # of the raised, Settled
     for repo in sorted({c.repo for c in cases}):
         mine = [c for c in cases if c.repo == repo]
         teach, test, n_taught = split(mine, order)
@@ -110,7 +132,13 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
                        merges=n_taught)
         tested = [applied(c, learned) for c in test]
         tested_all += tested
-        online += as_the_app_learns(mine, order, {c.merge for c in test}, gone)
+        hunks, raised = as_the_app_learns(mine, order, {c.merge for c in test}, gone)
+        online += hunks
+        online_files += raised
+        hunks, raised = as_the_app_learns(mine, order, {c.merge for c in test}, gone,
+                                          committed=learned)
+        checked += hunks
+        checked_files += raised
         merges_tested += len({c.merge for c in test})
         cells = []
         for tier in (Tier.CONFIRM, Tier.SETTLED):
@@ -118,11 +146,12 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
             cells.append(f"{sum(c.right for c in group)}/{len(group)}")
         decide = sum(c.tier == Tier.DECIDE.value for c in tested)
         later = [w for w in gone if order[(repo, w.merge)] > last]
-        promoted = [w for w in later if learned.apply_file(
-            Proposal(Tier.DECIDE, "", None, rule=w.rule, side=w.suggested)).tier
-            is not Tier.DECIDE]
+        tiers = {id(w): learned.apply_file(Proposal(Tier.DECIDE, "", None, rule=w.rule,
+                                                    side=w.suggested)).tier for w in later}
+        promoted = [w for w in later if tiers[id(w)] is not Tier.DECIDE]
         right = sum(whole_outcome(w).candidate_right is True for w in promoted)
-        files = [files[0] + len(later), files[1] + len(promoted), files[2] + right]
+        files = [files[0] + len(later), files[1] + len(promoted), files[2] + right,
+                 files[3] + sum(tiers[id(w)] is Tier.SETTLED for w in promoted)]
         out.append(f"  {repo:30}{f'{n_taught} m, {len(teach)} h':>16}{len(learned.ways):>6}"
                    f"{len(tested):>8}{cells[0]:>12}{cells[1]:>12}"
                    f"{decide / max(1, len(tested)):>9.1%}{f'{right}/{len(promoted)}':>15}")
@@ -130,18 +159,26 @@ def learn_lines(cases: Sequence[Any], order: dict[tuple[str, str], int],
             out.append(f"      {w.tier.value:8} {w.kind} {w.key}: {w.action} "
                        f"({w.right}/{w.n}, {len(w.merges)} merges)")
     if whole:
-        out.append(f"  files one side deleted in the newer halves: {files[0]}; a learned "
-                   f"Confirm at {files[1]}, right at {files[2]}")
+        out.append(f"  files one side deleted in the newer halves: {files[0]}; raised by a "
+                   f"learned way at {files[1]} ({files[1] - files[3]} Confirm, {files[3]} "
+                   f"Settled), right at {files[2]}")
     out += ["", *table("the newer halves, with the tiers each fork learned from its older "
                        "half", tested_all, merges_tested, 0, 0),
             *rule_table([c for c in tested_all if "[learned" in c.rule])]
-    cells = []
-    for tier in (Tier.CONFIRM, Tier.SETTLED):
-        group = [c for c in online if c.tier == tier.value and "[learned" in c.rule]
-        cells.append(f"{tier.value} {sum(c.right for c in group)}/{len(group)}")
-    out.append(f"  as the App learns (each newer merge taught by the {MAX_SOURCES} merges "
-               f"before it): learned {', '.join(cells)}; Decide "
-               f"{sum(c.tier == Tier.DECIDE.value for c in online) / max(1, len(online)):.1%}")
+    for what, hunks, raised_files in (
+            (f"as the App learns (each newer merge taught by the {MAX_SOURCES} merges before "
+             "it)", online, online_files),
+            ("with the older half's file, checked by the App's memory of the newer merges",
+             checked, checked_files)):
+        cells = []
+        for tier in (Tier.CONFIRM, Tier.SETTLED):
+            group = [c for c in hunks if c.tier == tier.value and "[learned" in c.rule]
+            cells.append(f"{tier.value} {sum(c.right for c in group)}/{len(group)}")
+        for tier in (Tier.CONFIRM, Tier.SETTLED):
+            rights = [right for t, right in raised_files if t is tier]
+            cells.append(f"files {tier.value} {sum(rights)}/{len(rights)}")
+        decide = sum(c.tier == Tier.DECIDE.value for c in hunks) / max(1, len(hunks))
+        out.append(f"  {what}: learned {', '.join(cells)}; Decide {decide:.1%}")
     return out
 
 
