@@ -271,6 +271,19 @@ def test_the_apps_memory_withdraws_a_habit_of_the_file_it_saw_missed(tmp_path: P
     assert ("This fork's people committed the fork's side (ours) at 1 of 2 conflict hunks in "
             "`notes/build.txt` in past merges, but not at every one of them in the newest 2 "
             "of those merges (the fork's merged sync PRs, as forksync saw them)" in item.reason)
+    # The memory's counts also give a rule's figure, citing the memory, not the file.
+    checked_memory = from_state({"sources": {f"w{r}": [["src/a.py", "merge word by word",
+                                                        r < 4, False, False]]
+                                             for r in range(12)}})
+    assert checked_memory is not None
+    from bot.engine.suggest import Proposal
+    prop = Proposal(Tier.DECIDE, "Merged word by word.", "x\n", rule="merge word by word",
+                    candidate="x\n")
+    said = _learned("file", "notes/build.txt", "ours").checked_by(checked_memory).apply(
+        prop, "a\n", "b\n", "src/b.py").reason
+    assert said == ("Merged word by word. In this fork's past merges, people committed this "
+                    "rule's proposal at 4 of 12 conflict hunks of this kind, in 12 merges (the "
+                    "fork's merged sync PRs, as forksync saw them).")
     # A memory that saw the habit hold leaves the file's way as it is.
     held: dict[str, object] = {}
     remember(held, "c1", [Outcome("c1", "notes/build.txt", "conflict", None, True, False)])

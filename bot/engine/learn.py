@@ -251,7 +251,8 @@ class Learned:
     def checked_by(self, memory: Learned | None) -> Learned:
         """These ways (a committed file's) less those that the App's memory of merged sync
         PRs, newer than the file, saw missed in the newest ``RECENT`` merges they covered
-        there: those lapse, with the memory's counts in the reason."""
+        there: those lapse, with the memory's counts in the reason. The memory's counts
+        also give a Decide its rule's figure in this fork (the file keeps none)."""
         if memory is None or not memory.seen:
             return self
         newer = {(w.kind, w.key, w.action): w for w in memory.seen}
@@ -262,7 +263,8 @@ class Learned:
                 lapsed.append(replace(seen, source=memory.source))
             else:
                 keep.append(w)
-        return replace(self, ways=keep, lapsed=lapsed)
+        return replace(self, ways=keep, lapsed=lapsed,
+                       seen=[replace(w, source=memory.source) for w in memory.seen])
 
     def choose(self, rule: str, path: str, has_candidate: bool) -> Way | None:
         """The surest earned way that covers a Decide hunk of ``rule`` in ``path`` (never
@@ -280,7 +282,7 @@ class Learned:
         own = next((w for w in self.seen if (w.kind, w.key) == ("rule", rule)), None)
         if not has_candidate or own is None or own.n < FIGURE_MIN:
             return prop
-        return replace(prop, reason=f"{prop.reason} {own.figure_says(self.source)}")
+        return replace(prop, reason=f"{prop.reason} {own.figure_says(own.source or self.source)}")
 
     def apply_file(self, prop: Proposal) -> Proposal:
         """A whole-file proposal (modify/delete) at the tier this fork has earned for its
