@@ -64,12 +64,14 @@ def as_the_app_learns(mine: Sequence[Any], order: dict[tuple[str, str], int],
     one side deleted that a learned way raised."""
     repo = mine[0].repo
     merges = sorted({c.merge for c in mine}, key=lambda m: order[(repo, m)])
-    taught: dict[str, list[Outcome]] = {m: [] for m in merges}
+    hunks: dict[str, list[Any]] = {m: [] for m in merges}
+    deleted: dict[str, list[Any]] = {m: [] for m in merges}  # files one side deleted
     for c in mine:
-        taught[c.merge].append(outcome(c))
+        hunks[c.merge].append(c)
     for w in gone:
-        if w.merge in taught:
-            taught[w.merge].append(whole_outcome(w))
+        if w.merge in deleted:
+            deleted[w.merge].append(w)
+    taught = {m: [*map(outcome, hunks[m]), *map(whole_outcome, deleted[m])] for m in merges}
     out: list[Any] = []
     files: list[tuple[Tier, bool]] = []
     for i, m in enumerate(merges):
@@ -81,13 +83,12 @@ def as_the_app_learns(mine: Sequence[Any], order: dict[tuple[str, str], int],
         learned = earn([o for p in past for o in taught[p]], merges=len(past))
         if committed is not None:
             learned = committed.checked_by(learned)
-        out += [applied(c, learned) for c in mine if c.merge == m]
-        for w in gone:
-            if w.merge == m:
-                tier = learned.apply_file(Proposal(Tier.DECIDE, "", None, rule=w.rule,
-                                                   side=w.suggested)).tier
-                if tier is not Tier.DECIDE:
-                    files.append((tier, whole_outcome(w).candidate_right is True))
+        out += [applied(c, learned) for c in hunks[m]]
+        for w in deleted[m]:
+            tier = learned.apply_file(Proposal(Tier.DECIDE, "", None, rule=w.rule,
+                                               side=w.suggested)).tier
+            if tier is not Tier.DECIDE:
+                files.append((tier, whole_outcome(w).candidate_right is True))
     return out, files
 
 

@@ -550,6 +550,7 @@ def learn(git: Git, rev: str = "HEAD", *, limit: int = 200,
             found[merge.sha] = merge_outcomes(cat, merge)
             say(f"replayed {i}/{len(merges)} merges ({sum(map(len, found.values()))} hunks)")
         for i, sha in enumerate(syncs, 1):
+            # A hand sync committed as a merge is one source, read as a merge if it can be.
             found[sha] = found.get(sha) or sync_outcomes(git, cat, sha, rev)
             say(f"read {i}/{len(syncs)} sync commits ({sum(map(len, found.values()))} hunks)")
     sources = [sha for sha in oldest_first(git, list(found)) if found[sha]]
