@@ -185,6 +185,50 @@ def test_upstreams_deletion_of_lines_the_fork_changed_is_named_but_never_one_cli
     assert propose("", base, ours).rule == "fork deleted, upstream changed"
 
 
+def test_in_upstreams_file_taking_upstreams_deletion_is_a_confirm_that_says_so() -> None:
+    # Round 11: in a file the fork made under 30% of the changes to, people took upstream's
+    # deletion of lines the fork changed in 245 of 274 hunks of 34 projects' merges.
+    base = "def old(a):\n    x = f(a)\n    return x\n"
+    ours = "def old(a):\n    x = f(a, vime=True)\n    return x\n"
+    mostly_upstream = Changed(ours=2, theirs=40)
+    p = propose_hunk(Hunk(ours, base, "", path="vime/x.py", changed=mostly_upstream))
+    assert (p.tier, p.rule) == (Tier.CONFIRM, "upstream deleted, fork changed, upstream's file")
+    assert (p.suggestion, p.choices) == ("", ("suggested", "ours"))
+    assert "This file is upstream's: of the 42 lines changed in it since the two split, " \
+        "upstream changed 40 and the fork 2." in p.reason
+    assert "Taking upstream's deletion drops the fork's edit" in p.reason
+    assert p.reason.endswith("245 of 274 such hunks (89%) of 34 projects' merges, and in 59% "
+                             "where the file is not upstream's.")
+    # At 30% or more of the file's changes, or with the counts unknown, it stays a Decide
+    # and upstream's side is never its one-click default.
+    for changed in (Changed(ours=3, theirs=7), None, Changed(0, 0)):
+        d = propose_hunk(Hunk(ours, base, "", path="vime/x.py", changed=changed))
+        assert (d.tier, d.rule, d.suggestion) == (Tier.DECIDE, "upstream deleted, fork changed",
+                                                  None)
+    # The variant keeps the rule's meaning wherever the code asks what a rule holds.
+    assert suggest.base_rule(p.rule) == "upstream deleted, fork changed"
+
+
+def test_in_upstreams_file_a_fork_edit_already_in_upstreams_version_is_a_confirm() -> None:
+    base, ours, theirs = "call(a, 1)\n", "call(b, 1)\n", "call(b, 2)\n"
+    owned = propose_hunk(Hunk(ours, base, theirs, changed=Changed(ours=1, theirs=9)))
+    assert owned.rule == "already in theirs, by words, upstream's file"
+    assert (owned.tier, owned.suggestion) == (Tier.CONFIRM, theirs)
+    assert owned.rule in THEIRS_HOLDS_FORK
+    shared = propose_hunk(Hunk(ours, base, theirs, changed=Changed(ours=5, theirs=9)))
+    assert shared.tier is Tier.DECIDE and not shared.rule.endswith(", upstream's file")
+    # A candidate that is the fork's side as well is not upstream's side over the fork's.
+    same = propose_hunk(Hunk("y = 2\n", "y = 1\n", "y = 2\n", changed=Changed(1, 9)))
+    assert same.rule == "same change"
+
+
+def test_every_rule_above_decide_says_its_figure() -> None:
+    assert set(suggest.RULE_TIERS) == set(suggest.TIER_FIGURES)
+    p = propose("x = 2  \n", "x = 1\n", "x = 2\n")
+    assert p.tier is Tier.CONFIRM and p.reason.endswith("44 of 44 such hunks of 15 projects' "
+                                                        "merges.")
+
+
 def test_a_hunk_with_no_rule_still_says_what_each_side_did() -> None:
     p = propose("timeout = 60  # vime\n", "timeout = 30\n", "timeout = 10\n")
     assert p.rule == "conflict" and p.suggestion is None

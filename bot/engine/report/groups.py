@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine.follow import file_follow
-from bot.engine.suggest import THEIRS_HOLDS_FORK
+from bot.engine.suggest import THEIRS_HOLDS_FORK, base_rule
 
 Json = dict[str, Any]
 
@@ -165,7 +165,7 @@ def recommend(item: Json) -> tuple[str, str | None]:
     if rule in THEIRS_HOLDS_FORK and "theirs" in choices:
         return ("take upstream's version (theirs) once you have checked that the fork's edit "
                 "is already in it, or only changed the layout", "theirs")
-    if rule == "upstream deleted, fork changed" and "theirs" in choices:
+    if base_rule(str(rule)) == "upstream deleted, fork changed" and "theirs" in choices:
         return (f"take upstream's deletion ({prs}) unless the fork still needs these lines; "
                 "then keep ours and adapt it", "theirs")
     if rule == "add/add":
