@@ -23,7 +23,7 @@ from bot.engine.follow import FOLLOW_MIN, file_follow, follow_ups
 from bot.engine.learn import MAX_SOURCES, Learned, Outcome, earn
 from bot.engine.model import Tier
 from bot.engine.replay import same_text
-from bot.engine.suggest import Proposal
+from bot.engine.suggest import Proposal, as_decide
 
 Json = dict[str, Any]
 
@@ -93,9 +93,17 @@ def as_the_app_learns(mine: Sequence[Any], order: dict[tuple[str, str], int],
 
 
 def applied(c: Any, learned: Learned) -> Any:
-    """The tested case as a sync with ``learned`` would have proposed it."""
+    """The tested case as a sync with ``learned`` would have proposed it: raised by a way
+    it earned, or a rule's global tier held back where the fork's record falls short."""
+    if c.tier != Tier.DECIDE.value:
+        if learned.short_of(c.rule, Tier(c.tier)) is None:
+            return c
+        held = as_decide(c.rule, "", c.suggestion, c.ours, c.theirs)
+        return replace(c, tier=Tier.DECIDE.value, suggested=held.suggestion is not None,
+                       right=held.suggestion is not None and c.right,
+                       rule=f"{c.rule} [held back]")
     way = learned.choose(c.rule, c.path, c.candidate_right is not None)
-    if way is None or c.tier != Tier.DECIDE.value:
+    if way is None:
         return c
     right = {"suggested": bool(c.candidate_right), "ours": c.ours_right,
              "theirs": c.theirs_right}[way.action]

@@ -279,12 +279,30 @@ def table(title: str, cases: list[Case], merges: int, files: int, unanchored: in
     either = sum(c.ours_right or c.theirs_right for c in cases)
     out.append(f"baselines over all hunks: take ours {pct(ours, n).strip()}, take theirs "
                f"{pct(theirs, n).strip()}, either side {pct(either, n).strip()}")
+    out.append(least_decide(cases))
     layout = [c for c in cases if c.transfer_right is not None]
     if layout:
         out.append(f"layout-only hunks: {len(layout)}; the content side as it is was right in "
                    f"{sum(c.right for c in layout)}, its content in the other side's layout "
                    f"in {sum(bool(c.transfer_right) for c in layout)}")
     return out
+
+
+def least_decide(cases: list[Case]) -> str:
+    """The smallest Decide share any tiering of these hunks could reach with Confirm right
+    in 80% (the target): one that knew which candidates people committed would raise each
+    of those and a quarter as many wrong ones, and nothing else. How far the "at most 40%
+    Decide" target is from the suggestions themselves, whatever the tiers."""
+    n = len(cases)
+    one_click = sum(c.right for c in cases)
+    candidate = sum(bool(c.candidate_right) for c in cases)
+    floor = TARGETS["Confirm"]
+
+    def least(right: int) -> str:
+        return pct(max(0, n - round(right / floor)), n).strip()
+    return (f"least Decide share at {floor:.0%} Confirm precision, tiered by an oracle: "
+            f"{least(one_click)} of these hunks with the one-click suggestions, "
+            f"{least(candidate)} with every rule's candidate offered")
 
 
 def rule_table(cases: list[Case]) -> list[str]:

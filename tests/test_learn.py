@@ -316,6 +316,32 @@ def test_a_decide_gives_this_forks_own_figure_for_its_rule() -> None:
     assert learned.apply(bare, "x = 2\n", "x = 1\n", "src/new.py") == bare
 
 
+def test_a_global_confirm_is_a_decide_in_a_fork_whose_own_merges_fall_short_of_it() -> None:
+    from bot.engine.model import Changed
+    from bot.engine.suggest import Hunk, propose_hunk
+    rule = "upstream deleted, fork changed, upstream's file"
+    base = "def old(a):\n    x = f(a)\n    return x\n"
+    ours = "def old(a):\n    x = f(a, vime=True)\n    return x\n"
+    prop = propose_hunk(Hunk(ours, base, "", changed=Changed(ours=1, theirs=20)))
+    assert (prop.tier, prop.rule, prop.suggestion) == (Tier.CONFIRM, rule, "")
+    # This fork keeps its edits where upstream deletes the lines: 3 of 12 took the deletion.
+    outcomes = [Outcome(f"m{r:02}", f"src/f{r}.py", rule, r < 3, r >= 3, r < 3)
+                for r in range(12)]
+    out = earn(outcomes, merges=12).apply(prop, ours, "", "src/new.py")
+    assert out.tier is Tier.DECIDE and out.rule == rule
+    # As every Decide: upstream's side is never its one-click default.
+    assert out.suggestion is None and out.candidate == "" and "ours" in out.choices
+    assert out.reason.startswith(prop.reason)
+    assert out.reason.endswith("In this fork's past merges, though, people committed this "
+                               "rule's proposal at only 3 of 12 conflict hunks of this kind, "
+                               "in 12 merges (`.github/forksync-learned.json`): here it is a "
+                               "Decide.")
+    # At 8 in 10 or more, or on fewer than ten hunks, the global tier stands.
+    held = [Outcome(f"m{r:02}", f"src/f{r}.py", rule, r < 8, r >= 8, r < 8) for r in range(10)]
+    assert earn(held, merges=10).apply(prop, ours, "", "src/new.py") == prop
+    assert earn(outcomes[:9], merges=9).apply(prop, ours, "", "src/new.py") == prop
+
+
 def test_apply_turns_a_covered_decide_into_a_confirm() -> None:
     prop = propose("a = 2\n", "a = 1\n", "a = 3\n", path="conf/a.py")
     assert prop.tier is Tier.DECIDE and prop.suggestion is None

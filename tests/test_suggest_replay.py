@@ -45,6 +45,25 @@ class Case:
 
 
 CASES = [
+    Case("HabanaAI/vllm-fork@2fed15b164:vllm/platforms/__init__.py",
+         # Upstream deleted an import block the fork had extended, in a file where upstream
+         # made 62 of the 67 changed lines: people took the deletion. Round 11: in a file
+         # that is upstream's, a Confirm (right in 245 of 274 such hunks).
+         Hunk(ours="from typing import Optional\n\nimport torch\n\n"
+                   "from pkg.utils import is_hpu, is_tpu\n\n",
+              base="from typing import Optional\n\nimport torch\n\n"
+                   "from pkg.utils import is_tpu\n\n", theirs="",
+              changed=Changed(ours=5, theirs=62)),
+         "", Tier.CONFIRM),
+    Case("HabanaAI/vllm-fork@2fed15b164:vllm/platforms/__init__.py",
+         # The same hunk where the fork made half of the file's changes: upstream's side is
+         # never a Decide's one-click default, so it is a question.
+         Hunk(ours="from typing import Optional\n\nimport torch\n\n"
+                   "from pkg.utils import is_hpu, is_tpu\n\n",
+              base="from typing import Optional\n\nimport torch\n\n"
+                   "from pkg.utils import is_tpu\n\n", theirs="",
+              changed=Changed(ours=30, theirs=37)),
+         "", Tier.DECIDE, None, ""),
     Case("glitch-soc/mastodon@bf94a43496:app/views/settings/preferences/show.html.haml",
          # Both sides add the same field; the fork also replaces the next line. A word
          # merge wrote the field twice; upstream's lines are all in the fork's, which is
@@ -239,5 +258,10 @@ def test_every_rule_is_a_decide_until_it_earns_more() -> None:
     # every set replayed so far with merges and families as clusters: one rule earns a
     # tier, "same change" (43 of 43 hunks, 14 projects; round 7's Confirm for keeping the
     # fork's deletion of a file held on three later sets and failed on valid6 and
-    # valid7). A rule that earns one is added here and to RULE_TIERS.
-    assert RULE_TIERS == {"same change": Tier.CONFIRM}
+    # valid7). A rule that earns one is added here and to RULE_TIERS. Round 11: a rule
+    # whose candidate is upstream's side splits by whether the file is upstream's, and
+    # three such variants earn Confirm on the thirteen sets.
+    assert RULE_TIERS == {"same change": Tier.CONFIRM,
+                          "already in theirs, by words, upstream's file": Tier.CONFIRM,
+                          "upstream deleted, fork changed, upstream's file": Tier.CONFIRM,
+                          "already in theirs, upstream's file": Tier.CONFIRM}

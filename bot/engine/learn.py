@@ -60,6 +60,7 @@ from bot.engine.suggest import (
     UPSTREAM_DELETED,
     WHOLE_FILE_RULES,
     Proposal,
+    as_decide,
 )
 from bot.engine.tiers import THRESHOLDS, wilson_lower
 from bot.engine.window import TRAILER_SYNC
@@ -284,6 +285,30 @@ class Learned:
             return prop
         return replace(prop, reason=f"{prop.reason} {own.figure_says(own.source or self.source)}")
 
+    def short_of(self, rule: str, tier: Tier) -> Way | None:
+        """This fork's own record of ``rule``'s proposal, if it falls short of ``tier``'s
+        share on ``FIGURE_MIN`` hunks or more; else None."""
+        own = next((w for w in self.seen
+                    if (w.kind, w.key, w.action) == ("rule", rule, "suggested")), None)
+        floor = dict(THRESHOLDS).get(tier)
+        if own is None or floor is None or own.n < FIGURE_MIN or own.right >= floor * own.n:
+            return None
+        return own
+
+    def _held_back(self, prop: Proposal, ours: str, theirs: str) -> Proposal:
+        """A rule's global tier (``suggest.RULE_TIERS``) as a Decide where this fork's
+        people committed its proposal at fewer than the tier's share of its hunks
+        (``FIGURE_MIN`` hunks or more): the tier is a promise measured across projects,
+        and this fork's own record is the better witness for this fork."""
+        own = self.short_of(prop.rule, prop.tier)
+        if own is None:
+            return prop
+        reason = (f"{prop.reason} In this fork's past merges, though, people committed this "
+                  f"rule's proposal at only {own.right} of {own.n} conflict hunks of this "
+                  f"kind, in {len(own.merges)} merges ({own.source or self.source}): here it "
+                  f"is a Decide.")
+        return as_decide(prop.rule, reason, prop.candidate, ours, theirs)
+
     def apply_file(self, prop: Proposal) -> Proposal:
         """A whole-file proposal (modify/delete) at the tier this fork has earned for its
         rule, if that is above Decide: the deletion, kept as this fork's people kept it."""
@@ -298,9 +323,12 @@ class Learned:
                         side=prop.side, learned=way.short())
 
     def apply(self, prop: Proposal, ours: str, theirs: str, path: str) -> Proposal:
-        """``prop`` at the tier this fork has earned for it, if that is above Decide."""
-        if prop.tier is not Tier.DECIDE or prop.side is not None:
+        """``prop`` at the tier this fork has earned for it, if that is above Decide; a
+        rule's global tier held back where this fork's own merges fall short of it."""
+        if prop.side is not None:
             return prop
+        if prop.tier is not Tier.DECIDE:
+            return self._held_back(prop, ours, theirs)
         way = self.choose(prop.rule, path, prop.candidate is not None)
         if way is None:
             return self._explain(prop, prop.rule, path, prop.candidate is not None)

@@ -254,21 +254,29 @@ def _tiered(h: Hunk, d: _Draft) -> Proposal:
                        if text != d.candidate)
         return Proposal(tier, d.reason, d.candidate, question="Commit this proposal?",
                         choices=("suggested", *others), rule=d.rule, candidate=d.candidate)
-    if d.rule == "add/add":
-        return Proposal(Tier.DECIDE, d.reason, None, question="Both sides added this file. "
+    return as_decide(d.rule, d.reason, d.candidate, h.ours, h.theirs)
+
+
+def as_decide(rule: str, reason: str, candidate: str | None, ours: str,
+              theirs: str) -> Proposal:
+    """A rule's draft as a Decide: its candidate a starting point, unless it is upstream's
+    side over the fork's (then a question that names it). ``_tiered`` makes every rule
+    below its earned tier one; a fork's own history can make a rule above it one too
+    (``bot.engine.learn``)."""
+    if rule == "add/add":
+        return Proposal(Tier.DECIDE, reason, None, question="Both sides added this file. "
                         "Keep the fork's version (ours) or take upstream's (theirs)?",
-                        choices=DECIDE_CHOICES, rule=d.rule)
-    offered = d.candidate if d.candidate is not None and (
-        d.candidate != h.theirs or d.candidate == h.ours
-        or d.rule in MERGED_INTO_THEIRS) else None
+                        choices=DECIDE_CHOICES, rule=rule)
+    offered = candidate if candidate is not None and (
+        candidate != theirs or candidate == ours or rule in MERGED_INTO_THEIRS) else None
     if offered is None:
-        return Proposal(Tier.DECIDE, d.reason, None, question="Both sides changed these "
+        return Proposal(Tier.DECIDE, reason, None, question="Both sides changed these "
                         "lines. Keep ours, take upstream's (theirs), or combine them by hand?",
-                        choices=DECIDE_CHOICES, rule=d.rule, candidate=d.candidate)
-    return Proposal(Tier.DECIDE, d.reason, offered, question="Both sides changed these lines. "
+                        choices=DECIDE_CHOICES, rule=rule, candidate=candidate)
+    return Proposal(Tier.DECIDE, reason, offered, question="Both sides changed these lines. "
                     "Start from the suggestion, keep ours, take upstream's (theirs), or "
-                    "combine them by hand?", choices=STARTING_CHOICES, rule=d.rule,
-                    candidate=d.candidate)
+                    "combine them by hand?", choices=STARTING_CHOICES, rule=rule,
+                    candidate=candidate)
 
 
 def propose_whole_file(deleted_by: str) -> Proposal:
