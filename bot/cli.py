@@ -297,7 +297,7 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def _learn(args: argparse.Namespace) -> int:
-    from bot.engine.learn import RECENT, dumps, learn
+    from bot.engine.learn import RECENT, dumps, held_back, learn
     from bot.engine.pipeline import is_url, open_repo
 
     if is_url(args.fork):
@@ -324,6 +324,12 @@ def _learn(args: argparse.Namespace) -> int:
               f"(not used until they hold in {RECENT} merges in a row):", file=sys.stderr)
         for w in learned.lapsed:
             print(f"  lapsed   {w.short()}", file=sys.stderr)
+    short = held_back(learned)
+    if short:
+        print(f"{len(short)} rule{'' if len(short) == 1 else 's'} with a global tier fall short "
+              "of it in this fork (its items are Decide here):", file=sys.stderr)
+        for w in short:
+            print(f"  held back {w.short()}", file=sys.stderr)
     return 0
 
 

@@ -225,6 +225,12 @@ def test_the_file_round_trips_and_only_counts_are_trusted(fork: Path) -> None:
      '"n": 4, "merges": 3, "merges_right": 1, "last_right": 2}]}',
      "ways[0].last_right: between 0 and 1"),
     ('{"version": 3, "replayed": {"merges": -1, "hunks": 1}, "ways": []}', "replayed.merges"),
+    ('{"version": 3, "ways": [], "held_back": {}}', "held_back: a list"),
+    ('{"version": 3, "ways": [], "held_back": [{"right": 1}]}', "held_back[0].rule"),
+    ('{"version": 3, "ways": [], "held_back": [{"rule": "same change", "right": 5, "n": 4, '
+     '"merges": 2}]}', "held_back[0].right: at most n"),
+    ('{"version": 3, "ways": [], "held_back": [{"rule": "same change", "right": 1, "n": 4, '
+     '"merges": 5}]}', "held_back[0].merges: between 1 and n"),
 ])
 def test_a_broken_file_names_the_field(text: str, says: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -340,6 +346,27 @@ def test_a_global_confirm_is_a_decide_in_a_fork_whose_own_merges_fall_short_of_i
     held = [Outcome(f"m{r:02}", f"src/f{r}.py", rule, r < 8, r >= 8, r < 8) for r in range(10)]
     assert earn(held, merges=10).apply(prop, ours, "", "src/new.py") == prop
     assert earn(outcomes[:9], merges=9).apply(prop, ours, "", "src/new.py") == prop
+
+
+def test_the_file_keeps_the_rules_a_fork_holds_back_and_a_plan_uses_them() -> None:
+    from bot.engine.model import Changed
+    from bot.engine.suggest import Hunk, propose_hunk
+    rule = "upstream deleted, fork changed, upstream's file"
+    outcomes = [Outcome(f"m{r:02}", f"src/f{r}.py", rule, r < 3, r >= 3, r < 3)
+                for r in range(12)]
+    outcomes += [Outcome(f"m{r:02}", f"src/g{r}.py", "same change", True, True, True)
+                 for r in range(12)]
+    text = dumps(earn(outcomes, merges=12))
+    assert json.loads(text)["held_back"] == [{"rule": rule, "right": 3, "n": 12, "merges": 12}]
+    again = loads(text)
+    base = "def old(a):\n    x = f(a)\n    return x\n"
+    ours = "def old(a):\n    x = f(a, vime=True)\n    return x\n"
+    prop = propose_hunk(Hunk(ours, base, "", changed=Changed(ours=1, theirs=20)))
+    out = again.apply(prop, ours, "", "src/new.py")
+    assert out.tier is Tier.DECIDE and "at only 3 of 12 conflict hunks" in out.reason
+    # A rule the fork bears out keeps its global tier.
+    same = propose_hunk(Hunk("y = 2\n", "y = 1\n", "y = 2\n"))
+    assert again.apply(same, "y = 2\n", "y = 2\n", "src/new.py") == same
 
 
 def test_apply_turns_a_covered_decide_into_a_confirm() -> None:

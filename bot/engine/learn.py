@@ -56,6 +56,7 @@ from bot.engine.replay import (
 )
 from bot.engine.suggest import (
     FORK_DELETED,
+    RULE_TIERS,
     THEIRS_HOLDS_FORK,
     UPSTREAM_DELETED,
     WHOLE_FILE_RULES,
@@ -608,7 +609,17 @@ def dumps(learned: Learned) -> str:
                   "n": w.n, "merges": len(w.merges), "merges_right": w.merges_right,
                   "last_right": w.last_right, "tier": w.tier.value}
                  for w in learned.ways],
+        # Rules whose global tier this fork's record falls short of: held back to Decide.
+        "held_back": [{"rule": w.key, "right": w.right, "n": w.n, "merges": len(w.merges)}
+                      for w in held_back(learned)],
     }, indent=2) + "\n"
+
+
+def held_back(learned: Learned) -> list[Way]:
+    """The rule ways ``learned`` saw that fall short of their rule's global tier."""
+    return sorted((w for w in learned.seen if w.kind == "rule" and w.action == "suggested"
+                   and w.key in RULE_TIERS and learned.short_of(w.key, RULE_TIERS[w.key])),
+                  key=lambda w: w.key)
 
 
 def loads(text: str, path: str = LEARNED_PATH) -> Learned:
@@ -665,6 +676,26 @@ def loads(text: str, path: str = LEARNED_PATH) -> Learned:
         missed = set(names[merges - newest:][:missed_newest])
         missed |= set(names[:merges - newest][:merges - merges_right - missed_newest])
         out.ways.append(Way(kind, key, action, right, n, set(names), missed, names))
+    out.seen = _held_back_ways(data.get("held_back", []), path)  # optional: from round 11
+    return out
+
+
+def _held_back_ways(entries: Any, path: str) -> list[Way]:
+    """The file's ``held_back`` entries as the rule ways they count."""
+    if not isinstance(entries, list):
+        raise ConfigError(path, None, "held_back", "a list")
+    out = []
+    for i, h in enumerate(entries):
+        where = f"held_back[{i}]"
+        if not isinstance(h, dict) or not isinstance(h.get("rule"), str) or not h["rule"]:
+            raise ConfigError(path, None, f"{where}.rule", "a rule name")
+        right, n, merges = (_int(h, name, path, where) for name in ("right", "n", "merges"))
+        if right > n:
+            raise ConfigError(path, None, f"{where}.right", f"at most n ({n})")
+        if not min(1, n) <= merges <= n:
+            raise ConfigError(path, None, f"{where}.merges", f"between 1 and n ({n})")
+        names = [str(m) for m in range(merges)]
+        out.append(Way("rule", h["rule"], "suggested", right, n, set(names), order=names))
     return out
 
 
