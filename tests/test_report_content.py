@@ -346,6 +346,27 @@ def test_a_group_of_one_says_its_id_and_path_once_and_counts_many_prs() -> None:
     assert "\n  - Q3 `vime/kept.py`: policy `ours`" in render_body(_plan_with([settled]))
 
 
+def test_a_confirm_that_takes_upstreams_deletion_shows_the_forks_change_it_drops() -> None:
+    base = "def old(a):\n    x = f(a)\n    return x\n"
+    ours = "def old(a):\n    x = f(a, vime=True)\n    return x\n"
+    p = propose_hunk(Hunk(ours, base, "", path="vime/u.py", changed=Changed(2, 40)))
+    item = _conflict(7, "vime/u.py", base, "", ours, [101])
+    item.update(tier=p.tier.value, rule=p.rule, reason=p.reason, question=p.question,
+                choices=list(p.choices), suggestion=p.suggestion)
+    assert item["tier"] == "Confirm"
+    text = render_comment([item], _plan())
+    assert "```suggestion\n```" in text  # one click deletes the region, as upstream did
+    assert ("Upstream's version (theirs). It leaves out the fork's change (the second diff "
+            "below): commit it unless the fork still needs that change") in text
+    # The diffs are open, not folded: the person sees the fork's edit the click drops.
+    assert "<details><summary>what each side changed</summary>" not in text
+    assert "+    x = f(a, vime=True)" in text
+    assert "245 of 274 such hunks (89%)" in text
+    assert ("Recommended: take upstream's version (#101) unless the fork still needs "
+            "its change here (the comment shows it). `/sync answer Q7 suggested`"
+            ) in render_body(_plan_with([item]))
+
+
 def test_a_proposal_from_the_forks_file_says_what_its_click_leaves_out() -> None:
     ours, base, theirs = "    return rt.alloc(n, domain)\n", "    return alloc(n)\n", \
         "    return alloc(n, flags)\n"

@@ -374,9 +374,10 @@ def _contained(h: Hunk) -> _Draft:
                       "upstream changed them; the proposal keeps the fork's deletion "
                       "(upstream's change is not applied)", h.ours)
     if not h.theirs.strip() and h.base.strip():
-        # The mirror case. Its candidate is upstream's side, so it is never offered as a
-        # one-click default; people took the deletion in 146 of 189 such hunks of the
-        # training merges (77%: not enough for a Confirm), and the recommendation says so.
+        # The mirror case. Its candidate is upstream's side, so as a Decide it is never
+        # offered as a one-click default; people took the deletion in 522 of 747 such hunks
+        # of the thirteen sets (70%), and the recommendation says so. In upstream's files
+        # (``UPSTREAM_FILE``) it is a Confirm: 245 of 274 (89%).
         return _Draft("upstream deleted, fork changed", "upstream deleted these lines and "
                       f"the fork changed them. {_sentences(h)} Taking upstream's deletion "
                       "drops the fork's edit: keep it only if the fork still needs these "

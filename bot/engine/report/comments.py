@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.engine.follow import EVIDENCE, TWIN, TWIN_EVIDENCE, TWIN_FIGURE, FollowUp
 from bot.engine.report.groups import (
+    drops_fork,
     id_list,
     id_ranges,
     own_question,
@@ -45,6 +46,9 @@ def _suggestion(item: Json) -> tuple[str, str] | None:
     if item.get("tier") == "Decide" and item.get("rule") == FORK_FILE:
         what = ("The fork's version (ours). It leaves out upstream's change (the first diff "
                 "below): commit it if the fork's version already covers or replaces that change")
+    elif drops_fork(item):
+        what = ("Upstream's version (theirs). It leaves out the fork's change (the second diff "
+                "below): commit it unless the fork still needs that change")
     return item["suggestion"], f"{what} (one click replaces the whole marker region):"
 
 
@@ -77,7 +81,7 @@ def _sides(item: Json, budget: int, url: str | None) -> str:
         diff = change_diff(item.get("base") or "", item.get(key) or "", "base", key)
         text, note = cut_side(diff, budget, url, f"the {key} diff")
         parts += [label, fence(text, "diff"), *([note] if note else [])]
-    if item.get("tier") == "Decide":
+    if item.get("tier") == "Decide" or drops_fork(item):
         return "\n\n".join(parts)
     return "\n\n".join(["<details><summary>what each side changed</summary>", *parts,
                          "</details>"])

@@ -124,6 +124,14 @@ def _prs(numbers: Iterable[int]) -> str:
     return ", ".join(f"#{n}" for n in numbers)
 
 
+def drops_fork(item: Json) -> bool:
+    """A proposal above Decide that is upstream's side as it is, not the fork's: one click
+    drops the fork's edit (a rule earned it in upstream's files; ``suggest.UPSTREAM_FILE``)."""
+    return (item.get("tier") != "Decide" and item.get("suggestion") is not None
+            and item.get("suggestion") == item.get("theirs") != item.get("ours")
+            and item.get("rule") not in THEIRS_HOLDS_FORK)
+
+
 def recommend(item: Json) -> tuple[str, str | None]:
     """What we recommend for one item, and the answer that does it (None: by hand).
 
@@ -159,7 +167,8 @@ def recommend(item: Json) -> tuple[str, str | None]:
         choice = "suggested" if not choices or "suggested" in choices else None
         # A Decide's suggestion is a starting point, not a promise.
         what = ("check the starting point, then commit or edit it" if tier == "Decide"
-                else "accept the proposal")
+                else f"take upstream's version ({prs}) unless the fork still needs its change "
+                "here (the comment shows it)" if drops_fork(item) else "accept the proposal")
         return what, choice
     rule = item.get("rule")
     if rule in THEIRS_HOLDS_FORK and "theirs" in choices:
