@@ -367,6 +367,13 @@ def test_the_file_keeps_the_rules_a_fork_holds_back_and_a_plan_uses_them() -> No
     # A rule the fork bears out keeps its global tier.
     same = propose_hunk(Hunk("y = 2\n", "y = 1\n", "y = 2\n"))
     assert again.apply(same, "y = 2\n", "y = 2\n", "src/new.py") == same
+    # The App's memory, checking the file, keeps the file's record of a rule it has not
+    # seen itself, and its own where it has.
+    memory = earn([Outcome("c1", "src/h.py", "same change", True, True, True)], merges=1)
+    assert again.checked_by(memory).apply(prop, ours, "", "src/new.py").tier is Tier.DECIDE
+    took = earn([Outcome(f"c{r:02}", f"src/h{r}.py", rule, True, False, True)
+                 for r in range(10)], merges=10)
+    assert again.checked_by(took).apply(prop, ours, "", "src/new.py") == prop
 
 
 def test_apply_turns_a_covered_decide_into_a_confirm() -> None:

@@ -265,8 +265,11 @@ class Learned:
                 lapsed.append(replace(seen, source=memory.source))
             else:
                 keep.append(w)
+        # The memory's record of a rule, where it has one; else the file's (``held_back``).
+        fresh = [replace(w, source=memory.source) for w in memory.seen]
         return replace(self, ways=keep, lapsed=lapsed,
-                       seen=[replace(w, source=memory.source) for w in memory.seen])
+                       seen=fresh + [w for w in self.seen
+                                     if (w.kind, w.key, w.action) not in newer])
 
     def choose(self, rule: str, path: str, has_candidate: bool) -> Way | None:
         """The surest earned way that covers a Decide hunk of ``rule`` in ``path`` (never
