@@ -362,6 +362,9 @@ def test_a_confirm_that_takes_upstreams_deletion_shows_the_forks_change_it_drops
     assert "<details><summary>what each side changed</summary>" not in text
     assert "+    x = f(a, vime=True)" in text
     assert "245 of 274 such hunks (89%)" in text
+    assert ("| 1 hunk in upstream's files where upstream's version is proposed (the fork's "
+            "edit there is dropped, as people usually do in such files), one click each | Q7 |"
+            ) in render_body(_plan_with([item]))
     assert ("Recommended: take upstream's version (#101) unless the fork still needs "
             "its change here (the comment shows it). `/sync answer Q7 suggested`"
             ) in render_body(_plan_with([item]))

@@ -14,6 +14,7 @@ from typing import Any
 from bot.engine.follow import FOLLOW_MIN, twin_groups
 from bot.engine.report.groups import (
     Group,
+    drops_fork,
     follow_hint,
     group_items,
     id_list,
@@ -292,6 +293,8 @@ _NEEDS = [
     ("fork file", "{n} hunk{s} in files that are mostly the fork's, with the fork's version "
      "proposed (upstream's change there is left out), one click each"),
     ("start", "{n} starting point{s} to check, one click each"),
+    ("drops fork", "{n} hunk{s} in upstream's files where upstream's version is proposed "
+     "(the fork's edit there is dropped, as people usually do in such files), one click each"),
     ("proposal", "{n} proposal{s} to confirm, one click each"),
     ("flag", "{n} flagged line{s} to keep, adapt or drop"),
 ]
@@ -309,7 +312,7 @@ def _need(item: Json) -> str:
         return "add/add"
     if item.get("suggestion") is not None:
         if item.get("tier") != "Decide":
-            return "proposal"
+            return "drops fork" if drops_fork(item) else "proposal"
         return "fork file" if item.get("rule") == FORK_FILE else "start"
     return "answer" if recommend(item)[1] else "by hand"
 
