@@ -14,7 +14,7 @@ it is (``candidate``). Round 9's table promotes one rule, "same change", to Conf
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -44,26 +44,23 @@ class Case:
         return self.committed if self.candidate == "committed" else self.candidate
 
 
+# Upstream deleted these lines; the fork had added a name to the last import.
+_IMPORTS_DELETED = Hunk(ours="from typing import Optional\n\nimport torch\n\n"
+                             "from pkg.utils import is_hpu, is_tpu\n\n",
+                        base="from typing import Optional\n\nimport torch\n\n"
+                             "from pkg.utils import is_tpu\n\n", theirs="")
+
 CASES = [
     Case("HabanaAI/vllm-fork@2fed15b164:vllm/platforms/__init__.py",
          # Upstream deleted an import block the fork had extended, in a file where upstream
          # made 62 of the 67 changed lines: people took the deletion. Round 11: in a file
          # that is upstream's, a Confirm (right in 245 of 274 such hunks).
-         Hunk(ours="from typing import Optional\n\nimport torch\n\n"
-                   "from pkg.utils import is_hpu, is_tpu\n\n",
-              base="from typing import Optional\n\nimport torch\n\n"
-                   "from pkg.utils import is_tpu\n\n", theirs="",
-              changed=Changed(ours=5, theirs=62)),
-         "", Tier.CONFIRM),
+         replace(_IMPORTS_DELETED, changed=Changed(ours=5, theirs=62)), "", Tier.CONFIRM),
     Case("HabanaAI/vllm-fork@2fed15b164:vllm/platforms/__init__.py",
          # The same hunk where the fork made half of the file's changes: upstream's side is
          # never a Decide's one-click default, so it is a question.
-         Hunk(ours="from typing import Optional\n\nimport torch\n\n"
-                   "from pkg.utils import is_hpu, is_tpu\n\n",
-              base="from typing import Optional\n\nimport torch\n\n"
-                   "from pkg.utils import is_tpu\n\n", theirs="",
-              changed=Changed(ours=30, theirs=37)),
-         "", Tier.DECIDE, None, ""),
+         replace(_IMPORTS_DELETED, changed=Changed(ours=30, theirs=37)), "", Tier.DECIDE,
+         None, ""),
     Case("glitch-soc/mastodon@bf94a43496:app/views/settings/preferences/show.html.haml",
          # Both sides add the same field; the fork also replaces the next line. A word
          # merge wrote the field twice; upstream's lines are all in the fork's, which is
