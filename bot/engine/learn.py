@@ -284,22 +284,25 @@ class Learned:
         if way is not None:
             return replace(prop, reason=f"{prop.reason} "
                                         f"{way.lapse_says(way.source or self.source)}")
-        own = next((w for w in self.seen if (w.kind, w.key) == ("rule", rule)), None)
+        own = self.record(rule)
         if not has_candidate or own is None or own.n < FIGURE_MIN:
             return prop
         return replace(prop, reason=f"{prop.reason} {own.figure_says(own.source or self.source)}")
 
+    def record(self, rule: str) -> Way | None:
+        """How often this fork's people committed ``rule``'s proposal, if it was seen."""
+        return next((w for w in self.seen if (w.kind, w.key) == ("rule", rule)), None)
+
     def short_of(self, rule: str, tier: Tier) -> Way | None:
         """This fork's own record of ``rule``'s proposal, if it falls short of ``tier``'s
         share on ``FIGURE_MIN`` hunks or more; else None."""
-        own = next((w for w in self.seen
-                    if (w.kind, w.key, w.action) == ("rule", rule, "suggested")), None)
+        own = self.record(rule)
         floor = dict(THRESHOLDS).get(tier)
         if own is None or floor is None or own.n < FIGURE_MIN or own.right >= floor * own.n:
             return None
         return own
 
-    def _held_back(self, prop: Proposal, ours: str, theirs: str) -> Proposal:
+    def _hold_back(self, prop: Proposal, ours: str, theirs: str) -> Proposal:
         """A rule's global tier (``suggest.RULE_TIERS``) as a Decide where this fork's
         people committed its proposal at fewer than the tier's share of its hunks
         (``FIGURE_MIN`` hunks or more): the tier is a promise measured across projects,
@@ -332,7 +335,7 @@ class Learned:
         if prop.side is not None:
             return prop
         if prop.tier is not Tier.DECIDE:
-            return self._held_back(prop, ours, theirs)
+            return self._hold_back(prop, ours, theirs)
         way = self.choose(prop.rule, path, prop.candidate is not None)
         if way is None:
             return self._explain(prop, prop.rule, path, prop.candidate is not None)
