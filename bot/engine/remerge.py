@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import merge3
-import patiencediff
 
+from bot.engine.align import Difflib, Patience
 from bot.engine.keepboth import keep_both
 from bot.engine.markers import split_lines
 
@@ -39,39 +39,6 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
-class _Difflib(difflib.SequenceMatcher[str]):
-    """difflib's matcher without the "popular element" heuristic, which would treat
-    spaces and brackets as junk and misalign words."""
-
-    def __init__(self, isjunk: Any = None, a: Sequence[str] = (), b: Sequence[str] = (),
-                 autojunk: bool = False) -> None:
-        super().__init__(isjunk, a, b, autojunk=False)
-
-
-class _Patience(difflib.SequenceMatcher[str]):
-    """Patience alignment, or difflib's where patience gives up.
-
-    patiencediff stops after a fixed recursion depth (its Rust build panics, which
-    reaches Python as a ``BaseException``); a region that deep is rare, and difflib
-    aligns it instead.
-    """
-
-    def __init__(self, isjunk: Any = None, a: Sequence[str] = (), b: Sequence[str] = (),
-                 autojunk: bool = False) -> None:
-        super().__init__(None, a, b, autojunk=False)
-        self._left, self._right = a, b
-
-    def get_matching_blocks(self) -> list[difflib.Match]:
-        try:
-            blocks = patiencediff.PatienceSequenceMatcher(None, self._left, self._right) \
-                .get_matching_blocks()
-        except BaseException as exc:  # see the class docstring
-            if isinstance(exc, KeyboardInterrupt | SystemExit | MemoryError):
-                raise
-            return _Difflib(None, self._left, self._right).get_matching_blocks()
-        return [difflib.Match(*b) for b in blocks]
-
-
 @dataclass(frozen=True)
 class Chunk:
     """A run of the re-merged region: settled text, or a conflict still to decide."""
@@ -86,7 +53,7 @@ class Chunk:
 def merge_sequences(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str], *,
                     patience: bool) -> list[Chunk]:
     """One three-way merge of two edits of ``base``, as settled and conflicting chunks."""
-    matcher = _Patience if patience else _Difflib
+    matcher = Patience if patience else Difflib
     m = merge3.Merge3(list(base), list(ours), list(theirs),
                       sequence_matcher=cast(Any, matcher))
     out: list[Chunk] = []

@@ -12,8 +12,7 @@ patience diff of the whole file, base against each side.
 
 from __future__ import annotations
 
-import patiencediff
-
+from bot.engine.align import Patience
 from bot.engine.markers import split_lines
 from bot.engine.model import Changed
 
@@ -23,7 +22,7 @@ def changed_lines(base: str, side: str) -> int:
     a, b = split_lines(base), split_lines(side)
     if a == b:
         return 0
-    ops = patiencediff.PatienceSequenceMatcher(None, a, b).get_opcodes()
+    ops = Patience(None, a, b).get_opcodes()
     return sum((i2 - i1) + (j2 - j1) for tag, i1, i2, j1, j2 in ops if tag != "equal")
 
 
