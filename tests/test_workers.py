@@ -189,3 +189,32 @@ async def test_a_store_outage_as_a_job_ends_leaves_the_worker_running(tmp_path: 
         await pool.stop()
     store.close()
     assert attempts == [1, 2]
+
+
+async def test_a_native_librarys_panic_ends_its_job_not_the_worker(tmp_path: Path) -> None:
+    # pyo3 raises a Rust panic as a BaseException that is not an Exception (patiencediff did:
+    # bot/engine/align.py). It is this job's failure: the job is dead with the panic's
+    # message, since the same input panics again, and the worker takes the next job.
+    class PanicException(BaseException):
+        pass
+
+    store = SQLiteStore(tmp_path / "db.sqlite3")
+    ran: list[str] = []
+
+    async def work(job: Job) -> None:
+        ran.append(job.key)
+        if job.key == "o/panics":
+            raise PanicException("Max recursion depth reached")
+
+    first = store.enqueue("sync", "o/panics", {})
+    store.enqueue("sync", "o/next", {})
+    pool = WorkerPool(store, work, 1, idle_wait=0.05)
+    await pool.start()
+    try:
+        await wait_until(lambda: store.job_counts()[DONE] == 1)
+    finally:
+        await pool.stop()
+    assert ran == ["o/panics", "o/next"]
+    assert first is not None and store.job_state(first) == "dead"
+    assert store.job_error(first) == "PanicException: Max recursion depth reached"
+    store.close()

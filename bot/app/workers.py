@@ -179,6 +179,13 @@ class WorkerPool:
             outcome = "dead" if state == "dead" else "retry"
             if outcome == "retry":
                 retry_in = await self._retry_in(job.id, retry_at)
+        except BaseException as exc:
+            if not _panic(exc):
+                raise
+            # A native library's panic (pyo3 raises it as a BaseException): the same input
+            # panics again, so the job is dead with its message, and the worker goes on.
+            outcome, failure, message = "dead", exc, _describe(exc)
+            await asyncio.to_thread(self.store.kill, job.id, message, worker_id=worker_id)
         finally:
             heartbeat.stop()
             self._running.pop(job.id, None)
@@ -329,6 +336,13 @@ def _describe(exc: BaseException) -> str:
     if not isinstance(exc, ForksyncError | HandlersFailed):
         text = f"{type(exc).__name__}: {text}"
     return mask_secrets(text)[:2000]
+
+
+def _panic(exc: BaseException) -> bool:
+    """A BaseException that ends one job, not the process: not an interrupt, an exit or a
+    cancellation (pyo3's ``PanicException``, a Rust library's panic, is one)."""
+    return not isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit
+                          | asyncio.CancelledError)
 
 
 def _bug(exc: BaseException) -> BaseException | None:
