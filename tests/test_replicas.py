@@ -255,7 +255,7 @@ async def test_chaos_two_replicas_fifty_forks_one_killed_and_restarted(
                     assert (await resp.json())["status"] == (
                         "duplicate" if first in ("queued", "duplicate") else first)
 
-        await _idle(sim, a, timeout=600)
+        await _idle(sim, a, timeout=600, replicas=replicas)
         for fork in forks:
             prs = [p for p in sim.prs(fork) if p.head_ref.startswith("forksync/sync-")]
             assert len(prs) == 1, (fork, prs)
@@ -298,7 +298,7 @@ def _assert_no_overlap(runs: list[Run], killed_at: float) -> None:
             assert start >= end, f"{key}: {before} overlaps {after}"
 
 
-async def _idle(sim: Simulator, bot: Bot, timeout: float) -> None:
+async def _idle(sim: Simulator, bot: Bot, timeout: float, replicas: list[Bot]) -> None:
     """Every delivery made, and the shared queue empty (three looks in a row)."""
     deadline = time.monotonic() + timeout
     calm = 0
@@ -308,4 +308,12 @@ async def _idle(sim: Simulator, bot: Bot, timeout: float) -> None:
         calm = calm + 1 if jobs["queued"] == 0 and jobs["running"] == 0 else 0
         assert time.monotonic() < deadline, f"still busy: {jobs}\n{bot.log_tail()}"
         await asyncio.sleep(0.3)
-    assert jobs["dead"] == 0, bot.log_tail()
+    assert jobs["dead"] == 0, _failures(replicas)
+
+
+def _failures(replicas: list[Bot]) -> str:
+    """Every line of the replicas' logs that says a job failed: why one is dead."""
+    said = [f"{i}: {line}" for i, r in enumerate(replicas)
+            for line in r.log_path.read_text(errors="replace").splitlines()
+            if re.search(r"gave up|cannot succeed|retried|retry in|lease|WARNING|ERROR", line)]
+    return "\n".join(said[-80:]) or replicas[0].log_tail()
