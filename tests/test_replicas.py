@@ -255,7 +255,7 @@ async def test_chaos_two_replicas_fifty_forks_one_killed_and_restarted(
                     assert (await resp.json())["status"] == (
                         "duplicate" if first in ("queued", "duplicate") else first)
 
-        await _idle(sim, a, timeout=600, replicas=replicas)
+        await _idle(sim, replicas, timeout=600)
         for fork in forks:
             prs = [p for p in sim.prs(fork) if p.head_ref.startswith("forksync/sync-")]
             assert len(prs) == 1, (fork, prs)
@@ -298,8 +298,10 @@ def _assert_no_overlap(runs: list[Run], killed_at: float) -> None:
             assert start >= end, f"{key}: {before} overlaps {after}"
 
 
-async def _idle(sim: Simulator, bot: Bot, timeout: float, replicas: list[Bot]) -> None:
-    """Every delivery made, and the shared queue empty (three looks in a row)."""
+async def _idle(sim: Simulator, replicas: list[Bot], timeout: float) -> None:
+    """Every delivery made, and the shared queue empty (three looks in a row), as the first
+    replica sees it; a dead job fails with every failure line of all the replicas' logs."""
+    bot = replicas[0]
     deadline = time.monotonic() + timeout
     calm = 0
     while calm < 3:
