@@ -130,6 +130,14 @@ def test_decide_starting_point_and_confirm_proposal_are_labelled_differently() -
     assert "`/sync answer Q4 suggested` commits the suggestion" in text
 
 
+def test_an_empty_suggestion_is_said_to_delete_the_region() -> None:
+    confirm = _item(4, "vime/f3.py", tier="Confirm")
+    confirm.update(suggestion="", choices=["suggested", "ours", "theirs"])
+    text = render_review_comment(confirm)
+    assert "Proposed resolution (one click deletes the whole marker region; the block is " \
+        "empty on purpose):\n\n```suggestion\n```" in text
+
+
 def test_add_add_comment_diffs_the_two_versions_and_never_glues_them() -> None:
     item = _item(5, "docker/patch/vllm.patch")
     item.update(ours="# stub\n", base="", theirs="--- a/x\n+++ b/x\n", rule="add/add",

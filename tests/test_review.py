@@ -406,6 +406,14 @@ def test_a_region_with_a_proposal_but_no_one_click_shows_it_for_the_command() ->
         "    return 3\n```" in comment["body"]
 
 
+def test_a_proposal_that_deletes_the_region_says_so_instead_of_an_empty_block() -> None:
+    plan = plan_of(item(id="Q1", start_line=8, end_line=26, tier="Confirm", suggestion=""))
+    (comment,) = build_delivery(plan, PrDiff.parse(DIFF), "f" * 40).review["comments"]
+    assert "Proposed resolution: delete the region's lines, keeping nothing in their place " \
+        "(`/sync answer Q1 suggested` commits it)." in comment["body"]
+    assert "```\n```" not in comment["body"]
+
+
 def test_a_tip_named_by_the_sha_of_the_head_ends_the_window_at_the_head(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """The App names its tip by SHA; the body must read as a preview of the same sync."""

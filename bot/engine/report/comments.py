@@ -49,6 +49,9 @@ def _suggestion(item: Json) -> tuple[str, str] | None:
     elif drops_fork(item):
         what = ("Upstream's version (theirs). It leaves out the fork's change (the second diff "
                 "below): commit it unless the fork still needs that change")
+    if item["suggestion"] == "":  # an empty block deletes the lines: say it is meant
+        return "", f"{what} (one click deletes the whole marker region; the block is empty " \
+                   "on purpose):"
     return item["suggestion"], f"{what} (one click replaces the whole marker region):"
 
 
@@ -177,9 +180,13 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
     if not anchored and item.get("kind") == "conflict" and item.get("suggestion") is not None:
         # No one-click here (the comment does not cover the whole region): show the
         # proposal as code, for the command to take.
-        text, note = cut_side(item["suggestion"], side_budget, url, "the proposal")
-        out += [f"Proposed resolution (`/sync answer {item['id']} suggested` commits it):",
-                fence(text), *([note] if note else [])]
+        if item["suggestion"] == "":  # an empty fence would say nothing
+            out.append(f"Proposed resolution: delete the region's lines, keeping nothing "
+                       f"in their place (`/sync answer {item['id']} suggested` commits it).")
+        else:
+            text, note = cut_side(item["suggestion"], side_budget, url, "the proposal")
+            out += [f"Proposed resolution (`/sync answer {item['id']} suggested` commits "
+                    "it):", fence(text), *([note] if note else [])]
     if proposal is not None:
         text, what = proposal
         if with_suggestion:
