@@ -73,6 +73,23 @@ def test_a_decide_group_without_evidence_says_what_to_combine_and_offers_no_comm
     assert "/sync answer Q1-Q4" not in body and "apply the fork's 1-line edit" in body
 
 
+def test_the_recommendation_counts_the_lines_as_the_items_sentence_does() -> None:
+    # Upstream dropped the `if` and re-indented the line it kept; the fork commented the
+    # `else:`. The sentence says upstream changed 4 lines: the recommendation must too.
+    base = ("    if qkv_format == \"thd\":\n        size = token_len // cp\n    else:\n"
+            "        size = max_len // cp\n")
+    theirs = "    size = token_len // cp\n"
+    ours = base.replace("    else:\n", "    else:  # vime\n")
+    prop = propose_hunk(Hunk(ours=ours, base=base, theirs=theirs))
+    assert "Upstream changed 4 lines; the fork added `# vime` at the end of `else:`." \
+        in prop.reason
+    item = _conflict(1, "vime/cp.py", base, theirs, ours, [2100])
+    item.update(reason=prop.reason, rule=prop.rule)
+    (group,) = group_items(_plan_with([item]))
+    assert "apply the fork's 1-line edit to upstream's version (#2100 changed 4 lines;" \
+        in group.action
+
+
 def test_id_ranges() -> None:
     assert id_ranges(["Q3", "Q1", "Q2", "Q7", "Q9", "Q10"]) == "Q1-Q3,Q7,Q9-Q10"
 

@@ -451,11 +451,22 @@ def _sentences(h: Hunk) -> str:
     return f"Upstream {_what(h.base, h.theirs)}; the fork {_what(h.base, h.ours)}."
 
 
-def _what(base: str, side: str) -> str:
+def _added_removed(base: str, side: str) -> tuple[list[str], list[str]]:
+    """The non-blank lines ``side`` has that ``base`` lacks, and those it lost."""
     b = [ln for ln in split_lines(base) if ln.strip()]
     s = [ln for ln in split_lines(side) if ln.strip()]
-    added = [ln for ln in s if ln not in b]
-    removed = [ln for ln in b if ln not in s]
+    return [ln for ln in s if ln not in b], [ln for ln in b if ln not in s]
+
+
+def lines_changed(base: str, side: str) -> int:
+    """How many lines one side's edit changed, as its sentence counts them (a line moved
+    to a new indentation is changed): the count a recommendation repeats."""
+    added, removed = _added_removed(base, side)
+    return max(len(added), len(removed))
+
+
+def _what(base: str, side: str) -> str:
+    added, removed = _added_removed(base, side)
     if _layout_only(base, side):
         return "changed only the layout"
     if added and not removed:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine.follow import file_follow
-from bot.engine.suggest import THEIRS_HOLDS_FORK, base_rule
+from bot.engine.suggest import THEIRS_HOLDS_FORK, base_rule, lines_changed
 
 Json = dict[str, Any]
 
@@ -96,11 +96,6 @@ def _change(old: str, new: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(removed), tuple(added)
 
 
-def _changed_lines(old: str, new: str) -> int:
-    removed, added = _change(old, new)
-    return max(len(removed), len(added))
-
-
 def who_deleted(item: Json) -> str | None:
     """For a whole-file item: which side deleted the file, from its recorded sides."""
     sides = item.get("sides") or {}
@@ -183,8 +178,10 @@ def recommend(item: Json) -> tuple[str, str | None]:
                 f"({_n_lines(theirs)}): the two are never glued together; the review comment "
                 f"shows how they differ. `/sync resolve {item.get('path')} ours` (or `theirs`)",
                 None)
-    fork = _changed_lines(item.get("base") or "", item.get("ours") or "")
-    upstream = _changed_lines(item.get("base") or "", item.get("theirs") or "")
+    # Counted as the item's sentence counts them ("Upstream changed 4 lines"), so the two
+    # never disagree.
+    fork = lines_changed(item.get("base") or "", item.get("ours") or "")
+    upstream = lines_changed(item.get("base") or "", item.get("theirs") or "")
     shown = "both edits are shown as diffs, base → ours and base → theirs"
     if fork <= upstream:
         return (f"combine by hand: apply the fork's {fork}-line edit to upstream's version "
