@@ -90,6 +90,17 @@ def test_the_recommendation_counts_the_lines_as_the_items_sentence_does() -> Non
         in group.action
 
 
+def test_a_flag_groups_title_counts_the_lines_it_flags_not_its_items() -> None:
+    flag = _item(1, "docs/glm.md", kind="flag")
+    flag.update(reason="flag `--sglang-ep-size`: no vLLM equivalent", start_line=152,
+                end_line=152, ours="", base="", suggestion=None,
+                choices=["keep", "adapt", "drop"],
+                theirs="   --vllm-ep-size 64\n--vllm-speculative-algorithm EAGLE\n")
+    (group,) = group_items(_plan_with([flag]))
+    assert group.title == ("flag `--sglang-ep-size`: no vLLM equivalent: 2 lines in "
+                           "`docs/glm.md`")
+
+
 def test_id_ranges() -> None:
     assert id_ranges(["Q3", "Q1", "Q2", "Q7", "Q9", "Q10"]) == "Q1-Q3,Q7,Q9-Q10"
 

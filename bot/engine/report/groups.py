@@ -271,8 +271,9 @@ def _title(plan: Json, g: Group) -> str:
     n = len(g.items)
     if g.rank == RANK_SETTLED:
         return f"{n} item{'s' if n != 1 else ''} settled by policies or safe rules"
-    if g.rank == RANK_FLAG:
-        return f"{g.items[0].get('reason', 'flag')}: {n} line{'s' if n != 1 else ''} in {where}"
+    if g.rank == RANK_FLAG:  # one item per flag and file, over each line it flags
+        lines = sum(line_count(i.get("theirs") or "") or 1 for i in g.items)
+        return f"{g.items[0].get('reason', 'flag')}: {_n_lines(lines)} in {where}"
     what = "the same change in" if n > 1 else "one region in"
     places = f"{n} places" if n > 1 else where
     if n > 1 and len(files) == 1:
