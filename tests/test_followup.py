@@ -290,7 +290,9 @@ async def test_a_resolution_with_upstream_names_keeps_the_check_failing(
 
 async def test_a_lost_plan_is_reported_on_the_head_not_raised(published: Published) -> None:
     sync = load_fork_state(published.ctx.store, FORK)["sync"]
-    Path(sync["plan_file"]).unlink()
+    Path(sync["plan_file"]).unlink()  # this replica's copy: the store's still serves
+    assert await rescan(published.ctx, FORK, 1, published.pr, published.commit) is not None
+    assert published.ctx.store.delete_state(sync["plan_key"])  # and the store's
     assert await rescan(published.ctx, FORK, 1, published.pr, published.commit) is None
     (run,) = [r for r in published.hub.runs.values() if r["head_sha"] == published.commit]
     assert run["conclusion"] == "failure" and "/sync refresh" in run["output"]["summary"]

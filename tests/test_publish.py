@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,20 @@ from gidgethub import BadRequest
 from bot.engine.gate import Remaining, check_annotations, initial_remaining
 from bot.engine.report import BEGIN, END
 from bot.engine.review import local_diff, plan_items, review_marker
+from bot.errors import ForksyncError
+from bot.github import remote
 from bot.github.checks import MAX_ANNOTATIONS, upsert_check_run
 from bot.sync.publish import publish_sync
 from bot.sync.publish.run import published
-from bot.sync.state import load_fork_state, load_plan, save_fork_state, sync_branch_name
+from bot.sync.state import (
+    MAX_PLANS,
+    load_fork_state,
+    load_plan,
+    plan_key,
+    save_fork_state,
+    save_plan,
+    sync_branch_name,
+)
 from tests.conftest import FakeContext, FakeGH, Request
 from tests.factory import Scenario, make_demo
 from tests.partial import serve_filters
@@ -449,6 +460,80 @@ async def test_a_crash_during_the_review_resumes_with_the_open_pr(world: World) 
     assert again.action == "resumed" and again.pr_number == first.pr_number
     assert len(world.hub.pulls) == 1 and len(world.hub.reviews[7]) == 1
     assert len(world.hub.runs) == 1
+
+
+def _forget_the_steps_after_the_pr(world: World, *, other_machine: bool,
+                                   plan_too: bool = True) -> dict[str, Any]:
+    """As if the run died right after opening the PR; ``other_machine``: the replica that
+    takes the job over lacks the fork's cache (which held commit 1), and with
+    ``plan_too`` the plan file: another machine's disk, or a cache evicted since."""
+    world.hub.reviews.clear()
+    world.hub.runs.clear()
+    state = load_fork_state(world.ctx.store, FORK)
+    for key in ("review_commit", "check_runs"):
+        state["sync"].pop(key)
+    save_fork_state(world.ctx.store, FORK, state)
+    if other_machine:
+        if plan_too:
+            Path(state["sync"]["plan_file"]).unlink()
+        shutil.rmtree(remote.mirror_path(world.ctx.settings.cache_dir, FORK))
+    return state
+
+
+@pytest.mark.parametrize("plan_too", [True, False], ids=["plan and cache", "cache only"])
+async def test_a_takeover_without_the_plan_or_commit_1_computes_them_again(
+        world: World, plan_too: bool) -> None:
+    first = await publish_sync(world.ctx, FORK, 1)
+    state = _forget_the_steps_after_the_pr(world, other_machine=True, plan_too=plan_too)
+    again = await publish_sync(world.ctx, FORK, 1)
+    # The same inputs made the same commit 1: its review and check, on the same PR.
+    assert again.action == "resumed" and again.commit == first.commit
+    assert len(world.hub.pulls) == 1 and len(world.hub.reviews[7]) == 1
+    (run,) = world.hub.runs.values()
+    assert run["head_sha"] == first.commit and run["conclusion"] == "failure"
+    assert Path(state["sync"]["plan_file"]).is_file()
+
+
+async def test_a_takeover_whose_fork_main_moved_says_so_on_commit_1(
+        world: World, tmp_path: Path) -> None:
+    first = await publish_sync(world.ctx, FORK, 1)
+    _forget_the_steps_after_the_pr(world, other_machine=True)
+    work = tmp_path / "moved"
+    git("clone", "-q", world.fork_remote, work)
+    (work / "NOTES.md").write_text("the fork moved on\n")
+    git("-C", work, "add", "NOTES.md")
+    git("-C", work, "-c", "user.name=v", "-c", "user.email=v@x", "commit", "-qm", "move")
+    git("-C", work, "push", "-q", "origin", "HEAD:main")
+    again = await publish_sync(world.ctx, FORK, 1)
+    assert again.action == "refused" and world.hub.reviews.get(7, []) == []
+    (run,) = world.hub.runs.values()
+    assert run["head_sha"] == first.commit and run["conclusion"] == "failure"
+    assert run["output"]["title"] == "forksync cannot finish this sync"
+    assert "`/sync refresh`" in run["output"]["summary"]
+    # Nothing was pushed over commit 1.
+    assert world.remote_head(load_fork_state(world.ctx.store, FORK)["sync"]["branch"]) \
+        == first.commit
+
+
+async def test_a_replica_without_the_plan_file_reads_the_stores_copy(world: World) -> None:
+    first = await publish_sync(world.ctx, FORK, 1)
+    sync = load_fork_state(world.ctx.store, FORK)["sync"]
+    on_disk = load_plan(sync)
+    Path(sync["plan_file"]).unlink()  # another machine's data directory
+    with pytest.raises(ForksyncError, match="`/sync refresh`"):
+        load_plan(sync)
+    assert load_plan(sync, world.ctx.store) == on_disk
+    assert sync["plan_key"] == f"plan:{FORK}:{first.commit}"
+
+
+def test_the_store_keeps_a_forks_newest_plans(fake_ctx: FakeContext) -> None:
+    store, settings = fake_ctx.store, fake_ctx.settings
+    for n in range(MAX_PLANS + 2):
+        save_plan(settings, FORK, f"{n:040x}", {"n": n}, store)
+    keys = store.state_keys(f"plan:{FORK}:")
+    assert keys == [plan_key(FORK, f"{n:040x}") for n in range(2, MAX_PLANS + 2)]
+    save_plan(settings, "other/fork", "f" * 40, {"n": 0}, store)  # another fork's: apart
+    assert len(store.state_keys(f"plan:{FORK}:")) == MAX_PLANS
 
 
 async def test_the_schedule_queues_a_sync_only_when_upstream_moved(

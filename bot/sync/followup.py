@@ -181,7 +181,7 @@ side a file's resolved hunks all took on its open ones (≤ 3 writes, one more o
         log.info("%s#%d: %s is gone from the branch; skipping", fork, pr_number, head_sha[:12])
         return None
     try:
-        plan_json = load_plan(sync)
+        plan_json = load_plan(sync, store)
     except ForksyncError as exc:  # the data directory lost it: say so on the head
         await report_error(gh, fork, head_sha, "forksync cannot check this push", str(exc))
         return None

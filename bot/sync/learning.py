@@ -39,7 +39,7 @@ async def learn_from_merged(ctx: JobContext, fork: str, installation_id: int | N
         return None
     if commit in (state.get("learned") or {}).get("sources", {}):
         return None  # a redelivered event: this PR is counted already
-    plan_json = load_plan(sync)
+    plan_json = load_plan(sync, ctx.store)
     gh = await ctx.gh_for(installation_id)
     git = Git(await asyncio.to_thread(remote.ensure_mirror, ctx.settings.cache_dir, fork))
     access = fork_access(ctx, gh, fork, installation_id)

@@ -9,7 +9,7 @@ the follow-up and the slash commands::
     pushed: [sha, ...]            every head the bot wrote to a sync branch
     commands_done: [key, ...]     slash-command comments already answered
     refusals_replied: {"pr:login": time}  the last "write access only" reply per author and PR
-    sync: {branch, commit, cutoff, tip, ours, window_label, plan_file, report_url, pr,
+    sync: {branch, commit, cutoff, tip, ours, window_label, plan_file, plan_key, report_url, pr,
            review_commit, delivery: {counts}, unanchored: [id], behind, head,
            check_runs: {sha: id},
            resolved: [id], remaining: [Remaining], resolutions: {id: how},
@@ -29,12 +29,15 @@ commit 1 by way of ``pending`` (a half-finished extend or refresh). Installing t
 records the upstream at once.
 
 The plan itself (``Plan.to_json()``) is a file under ``<data_dir>/plans/``, named by
-commit 1, because the body and the check are re-rendered from it on every push.
+commit 1, because the body and the check are re-rendered from it on every push; the
+store keeps a copy (``plan:<owner>/<repo>:<commit 1>``, named by ``sync.plan_key``), so
+that a replica on another machine, whose data directory has no such file, reads it too.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,8 @@ from bot.errors import ForksyncError
 SYNC_BRANCH_PREFIX = "forksync/sync-"
 STATE_PREFIX = "fork:"  # the server's scheduler polls every fork under this prefix
 MAX_PUSHED = 200  # heads remembered per fork: far more than live sync branches
+PLAN_PREFIX = "plan:"  # the store's copy of a plan: plan:<owner>/<repo>:<commit 1>
+MAX_PLANS = 4  # per fork: the open PR's, a pending refresh's, and room to spare
 
 
 def sync_branch_name(cutoff: str) -> str:
@@ -98,19 +103,44 @@ def plan_path(settings: Settings, fork: str, commit: str) -> Path:
     return settings.data_dir / "plans" / fork.replace("/", "__") / f"{commit}.json"
 
 
-def save_plan(settings: Settings, fork: str, commit: str, plan_json: dict[str, Any]) -> str:
+def plan_key(fork: str, commit: str) -> str:
+    """Where the store keeps the plan of ``fork``'s commit 1 ``commit``."""
+    return f"{PLAN_PREFIX}{fork}:{commit}"
+
+
+def save_plan(settings: Settings, fork: str, commit: str, plan_json: dict[str, Any],
+              store: Store | None = None) -> str:
+    """Write the plan to this replica's data directory, and with ``store`` to the store
+    too, where every replica finds it; returns the file's path. The store keeps the
+    newest ``MAX_PLANS`` plans of a fork."""
     path = plan_path(settings, fork, commit)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(plan_json), encoding="utf-8")
     tmp.replace(path)
+    if store is not None:
+        key = plan_key(fork, commit)
+        store.put_state(key, {"saved_at": time.time(), "plan": plan_json})
+        older = [k for k in store.state_keys(f"{PLAN_PREFIX}{fork}:") if k != key]
+        if len(older) >= MAX_PLANS:
+            by_age = sorted(older, key=lambda k: float((store.get_state(k) or {})
+                                                       .get("saved_at") or 0.0))
+            for stale in by_age[:len(older) - MAX_PLANS + 1]:
+                store.delete_state(stale)
     return str(path)
 
 
-def load_plan(sync: dict[str, Any]) -> dict[str, Any]:
+def load_plan(sync: dict[str, Any], store: Store | None = None) -> dict[str, Any]:
+    """The plan of ``sync``'s commit 1: this replica's file, else (with ``store``) the
+    store's copy, which a replica on another machine wrote."""
     path = sync.get("plan_file")
-    if not path or not Path(path).exists():
+    if path and Path(path).exists():
+        data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+        return data
+    kept = store.get_state(sync["plan_key"]) if store is not None and sync.get("plan_key") \
+        else None
+    if kept is None or not isinstance(kept.get("plan"), dict):
         raise ForksyncError("the sync's plan is missing from the data directory; "
                             "run `/sync refresh` to compute it again")
-    data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
-    return data
+    plan: dict[str, Any] = kept["plan"]
+    return plan

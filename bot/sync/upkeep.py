@@ -128,7 +128,7 @@ def open_pr_objects(store: Store, cache_dir: Path) -> dict[str, dict[str, Any]]:
             ("pending-head", (sync.get("pending") or {}).get("head"))) if sha}
         blobs: list[str] = []
         try:
-            plan = load_plan(sync)
+            plan = load_plan(sync, store)
         except ForksyncError:
             plan = {}
         for f in plan.get("files", []):

@@ -34,7 +34,7 @@ async def answer(run: Runner, command: Answer) -> str:
         if len(marker_lines) != len(command.questions):
             raise CommandFailed("Answer marker-like lines (M1, …) and review items (Q1, …) in "
                                 "separate commands.")
-        plan_json = load_plan(run.sync)
+        plan_json = load_plan(run.sync, run.ctx.store)
         return "\n\n".join([await _answer_marker_line(run, plan_json, q, command.choice)
                              for q in marker_lines])
     if command.choice.lower() == TWIN:
@@ -42,7 +42,7 @@ async def answer(run: Runner, command: Answer) -> str:
     if len(command.questions) > 1:
         return await answer_many(run, command)
     sync = run.sync
-    plan_json = load_plan(sync)
+    plan_json = load_plan(sync, run.ctx.store)
     item = _item(plan_json, command.question)
     choice = validate_answer(item, command.question, command.choice)
     answers: dict[str, str] = sync.setdefault("answers", {})
@@ -69,7 +69,7 @@ async def answer_many(run: Runner, command: Answer) -> str:
     """``/sync answer Q21-Q33 theirs``: every item checked first, then one commit for all
     their regions, one PR update and one check update; whole-file items one by one."""
     sync = run.sync
-    plan_json = load_plan(sync)
+    plan_json = load_plan(sync, run.ctx.store)
     items = [_item(plan_json, q) for q in command.questions]
     choices = {item["id"]: validate_answer(item, q, command.choice)
                for item, q in zip(items, command.questions, strict=True)}
@@ -107,7 +107,7 @@ async def answer_twins(run: Runner, command: Answer) -> str:
     were all resolved to at the branch head, a hand-made resolution included, which
     ``ours``/``theirs``/``suggested`` cannot name. One commit for all, as ``answer_many``."""
     sync = run.sync
-    plan_json = load_plan(sync)
+    plan_json = load_plan(sync, run.ctx.store)
     items = [_item(plan_json, q) for q in command.questions]
     lone = [str(i["id"]) for i in items if i.get("kind") != "conflict" or not i.get("twins")]
     if lone:

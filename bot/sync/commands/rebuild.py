@@ -39,7 +39,7 @@ from bot.sync.commands.runner import Branch, Runner
 from bot.sync.publish.fetch import window_trees
 from bot.sync.publish.pr import pr_title, render_pr_body
 from bot.sync.publish.review import record
-from bot.sync.state import load_plan, remember_pushed, save_plan
+from bot.sync.state import load_plan, plan_key, remember_pushed, save_plan
 
 if TYPE_CHECKING:
     from bot.engine.config import Config
@@ -65,7 +65,7 @@ class _Inputs:
 async def rebuild(run: Runner, command: Extend | Refresh) -> str:
     """Redo the merge (new tip or newer fork main) and replay every resolution made."""
     sync = run.sync
-    old_plan = load_plan(sync)
+    old_plan = load_plan(sync, run.ctx.store)
     branch = await run.read_branch()
     pending = sync.get("pending")
     if pending and pending.get("head") == branch.head:
@@ -105,7 +105,8 @@ async def rebuild(run: Runner, command: Extend | Refresh) -> str:
         "confirmed": {new_id: confirmed[old_id] for new_id, old_id in moved.items()},
         "report_path": result.report_path,
         "plan_file": await asyncio.to_thread(save_plan, run.ctx.settings, run.req.fork,
-                                             commit1, plan_json),
+                                             commit1, plan_json, run.ctx.store),
+        "plan_key": plan_key(run.req.fork, commit1),
         "reply": reply,
     }
     sync["pending"] = pending
@@ -265,7 +266,7 @@ async def finish_rebuild(run: Runner, pending: dict[str, Any]) -> None:
     sync.pop("pending", None)
     await run.save()
 
-    plan_json = load_plan(sync)
+    plan_json = load_plan(sync, run.ctx.store)
     git = Git(await asyncio.to_thread(remote.ensure_mirror, run.ctx.cache_dir, run.req.fork))
     result, _, _ = await asyncio.to_thread(read_head, git.git_dir, plan_json, sync,
                                            pending["head"])

@@ -30,7 +30,7 @@ from bot.sync.state import load_plan
 
 async def resolve(run: Runner, command: Resolve) -> str:
     """The reply to ``/sync resolve``, after its commit is pushed."""
-    plan_json = load_plan(run.sync)
+    plan_json = load_plan(run.sync, run.ctx.store)
     files = {f["path"]: f for f in plan_json.get("files", [])}
     conflicted = [p for p, f in files.items() if f.get("status") == "conflict"]
     if command.path not in files or files[command.path].get("status") != "conflict":
@@ -45,7 +45,7 @@ async def resolve_regions(run: Runner, path: str, side: str,
                           only: set[str] | None = None) -> str:
     """Rewrite the marker regions of ``path`` (all, or the items ``only``) on the branch."""
     sync = run.sync
-    plan_json = load_plan(sync)
+    plan_json = load_plan(sync, run.ctx.store)
     branch = await run.read_branch()
     tag = f"{run.req.comment_id}:{path}:{side}"
     done = await asyncio.to_thread(gitops.commit_with_trailer, branch.git, branch.head, tag)
@@ -117,7 +117,7 @@ async def resolve_items(run: Runner, by_path: dict[str, set[str]], side: str,
     ``side`` only names it (``twin``). ``branch``: the head the texts were read at, if
     the caller has read it already (the push then replaces exactly that head)."""
     sync = run.sync
-    plan_json = load_plan(sync)
+    plan_json = load_plan(sync, run.ctx.store)
     sizes = marker_sizes(plan_json)
     branch = branch or await run.read_branch()
     tag = f"{run.req.comment_id}:{','.join(sorted(by_path))}:{side}"

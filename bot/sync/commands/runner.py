@@ -150,7 +150,7 @@ class Runner:
         # or at commit 1, so they come now, in one fetch.
         revs = [rev for rev in (sync.get("commit"), head) if rev and git.rev_parse(rev)]
         try:
-            paths = [f["path"] for f in load_plan(sync).get("files", [])]
+            paths = [f["path"] for f in load_plan(sync, self.ctx.store).get("files", [])]
         except ForksyncError:
             paths = []  # the command says so itself when it needs the plan
         await asyncio.to_thread(remote.fetch_files, git_dir, url, revs, [*paths, CONFIG_PATH],

@@ -16,7 +16,7 @@ from bot.sync.state import load_plan
 def status(run: Runner) -> str:
     """The reply to ``/sync status``."""
     sync = run.sync
-    plan_json = load_plan(sync)
+    plan_json = load_plan(sync, run.ctx.store)
     return status_text(plan_json, sync)
 
 

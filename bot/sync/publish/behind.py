@@ -47,7 +47,7 @@ async def record_behind(run: RunContext, pull: Any, tip_sha: str) -> str:
         await run.save()
         return "unchanged"
     sync["behind"] = behind
-    plan_json = load_plan(sync)
+    plan_json = load_plan(sync, run.ctx.store)
     await update_body(gh, fork, pull["number"], pull.get("body") or "",
                       render_pr_body(plan_json, sync))
     head = pull["head"]["sha"]

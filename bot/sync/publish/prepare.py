@@ -28,11 +28,18 @@ from bot.github import caches, remote
 from bot.github.checks import report_error
 from bot.sync.publish.context import PublishResult, Repos, RunContext
 from bot.sync.publish.fetch import window_trees
-from bot.sync.state import load_plan, save_plan, sync_branch_name
+from bot.sync.state import load_plan, plan_key, save_plan, sync_branch_name
 
 _LOCAL_WORK_BRANCH = "forksync/local-work"
 
 RETRY_NOTE = "\n\nforksync tries this sync again later (with a growing delay)."
+
+RESUME_FAILED = """A run of forksync stopped after it opened sync PR #{pr} and before it posted the
+review and this check: the machine that ran it holds its plan. Computed again here, the
+sync no longer gives commit 1 (`{commit}`): fork main or the window changed since.
+
+Comment `/sync refresh` on the PR to compute the sync afresh, or close the PR: the next
+sync opens a new one."""
 
 FIRST_SYNC_ADVICE = """
 
@@ -56,7 +63,7 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
             and sync.get("tip") == tip_sha and sync.get("plan_file")
             and Path(sync["plan_file"]).exists()
             and Git(repos.fork_git).rev_parse(sync["commit"]) is not None):
-        return load_plan(sync), "resumed"
+        return load_plan(sync, run.ctx.store), "resumed"
     if cutoff is not None:
         cutoff = await asyncio.to_thread(
             resolve_rev, Git(repos.upstream_git), cutoff,
@@ -67,6 +74,27 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
     if cutoff is not None and await asyncio.to_thread(_up_to_date, repos, cutoff, tip_sha):
         await run.save()
         return run.result("up-to-date")
+    made = await _compute(run, config, tip_sha, cutoff)
+    if isinstance(made, PublishResult):
+        return made
+    plan_json, commit, report_path = made
+    run.state["sync"] = {
+        "branch": sync_branch_name(plan_json["cutoff"]), "commit": commit,
+        "cutoff": plan_json["cutoff"], "tip": plan_json["tip"], "ours": repos.fork_main,
+        "behind": 0, "window_label": plan_json.get("window_label"),
+        "plan_file": await asyncio.to_thread(save_plan, run.ctx.settings, run.fork,
+                                             commit, plan_json, run.ctx.store),
+        "plan_key": plan_key(run.fork, commit),
+        "report_url": (f"{repos.fork_html_url}/blob/{commit}/{report_path}"
+                       if report_path else None),
+    }
+    return plan_json, "opened"
+
+
+async def _compute(run: RunContext, config: Config, tip_sha: str, cutoff: str | None
+                   ) -> tuple[dict[str, Any], str, str | None] | PublishResult:
+    """The engine's commit 1 and plan for this window, with what it reads fetched first."""
+    repos = run.repos
     # Without the Workflows permission GitHub refuses a push that changes a workflow
     # file: the merge then keeps the fork's and lists upstream's changes to port by hand.
     workflows = await run.ctx.may_write_workflows(run.state.get("installation_id"))
@@ -87,21 +115,42 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
         return await _cannot_sync(run, exc, cutoff)  # said on the head, then retried
     # (any other failure to fetch is the network's: the job fails and is retried)
     try:
-        plan_json, commit, report_path = await _run_engine(
-            run.ctx.settings, repos, config, tip_sha, cutoff, workflows,
-            learned_from_state(run.state.get("learned")))
+        return await _run_engine(run.ctx.settings, repos, config, tip_sha, cutoff, workflows,
+                                 learned_from_state(run.state.get("learned")))
     except ForksyncError as exc:
         return await _cannot_sync(run, _mend(repos, exc), cutoff)
-    run.state["sync"] = {
-        "branch": sync_branch_name(plan_json["cutoff"]), "commit": commit,
-        "cutoff": plan_json["cutoff"], "tip": plan_json["tip"], "ours": repos.fork_main,
-        "behind": 0, "window_label": plan_json.get("window_label"),
-        "plan_file": await asyncio.to_thread(save_plan, run.ctx.settings, run.fork,
-                                             commit, plan_json),
-        "report_url": (f"{repos.fork_html_url}/blob/{commit}/{report_path}"
-                       if report_path else None),
-    }
-    return plan_json, "opened"
+
+
+async def resume_plan(run: RunContext, config: Config) -> dict[str, Any] | PublishResult:
+    """The plan of the open sync PR's commit 1, which a killed run pushed and opened the PR
+    for: its file or the store's copy, if this replica's cache has the commit; else both
+    computed again (a takeover on another machine, whose cache lacks commit 1; a cache
+    evicted since).
+    The same inputs make the same commit 1, so the plan is that commit's exactly; if fork
+    main moved or the commit comes out different, the PR says so on a failing check."""
+    repos, sync = run.repos, run.sync
+    if Git(repos.fork_git).rev_parse(sync["commit"]) is not None:
+        try:
+            return load_plan(sync, run.ctx.store)
+        except ForksyncError:
+            pass  # no file here and no copy in the store (an older forksync): compute it
+    made: tuple[dict[str, Any], str, str | None] | None = None
+    if sync.get("ours") == repos.fork_main:
+        computed = await _compute(run, config, sync["tip"], sync.get("cutoff"))
+        if isinstance(computed, PublishResult):
+            return computed
+        made = computed
+    if made is None or made[1] != sync["commit"]:
+        await report_error(run.gh, run.fork, sync["commit"], "forksync cannot finish this sync",
+                           RESUME_FAILED.format(pr=sync.get("pr"), commit=sync["commit"][:12]))
+        await run.save()
+        return run.result("refused")
+    plan_json = made[0]
+    sync["plan_file"] = await asyncio.to_thread(save_plan, run.ctx.settings, run.fork,
+                                                sync["commit"], plan_json, run.ctx.store)
+    sync["plan_key"] = plan_key(run.fork, sync["commit"])
+    await run.save()
+    return plan_json
 
 
 def _mend(repos: Repos, exc: ForksyncError) -> ForksyncError:

@@ -35,8 +35,7 @@ from bot.sync.publish import branch, check, pr, review
 from bot.sync.publish.behind import open_sync_pr, record_behind
 from bot.sync.publish.context import PublishResult, RunContext
 from bot.sync.publish.fetch import fetch, resolve_tip
-from bot.sync.publish.prepare import prepare
-from bot.sync.state import load_plan
+from bot.sync.publish.prepare import prepare, resume_plan
 
 
 async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: int | None, *,
@@ -54,8 +53,12 @@ async def publish_sync(ctx: JobContext, fork_full_name: str, installation_id: in
     pull = await open_sync_pr(run)
     if pull is not None:
         if not published(run.sync):
-            # A crash after the PR was opened: finish the review and the check first.
-            await finish(run, load_plan(run.sync))
+            # A crash after the PR was opened: finish the review and the check first, on
+            # this replica's own copy of commit 1 and its plan.
+            plan_json = await resume_plan(run, config)
+            if isinstance(plan_json, PublishResult):
+                return plan_json
+            await finish(run, plan_json)
             return run.result("resumed")
         return run.result(await record_behind(run, pull, tip_sha))
     prepared = await prepare(run, config, tip_sha, cutoff)
