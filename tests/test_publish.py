@@ -447,21 +447,6 @@ def test_remaining_round_trips_through_json() -> None:
     assert Remaining.from_json(json.loads(json.dumps(r.to_json()))) == r
 
 
-async def test_a_crash_during_the_review_resumes_with_the_open_pr(world: World) -> None:
-    first = await publish_sync(world.ctx, FORK, 1)
-    # As if the process died while posting the review: the PR is open, nothing after it.
-    world.hub.reviews.clear()
-    world.hub.runs.clear()
-    state = load_fork_state(world.ctx.store, FORK)
-    for key in ("review_commit", "check_runs"):
-        state["sync"].pop(key)
-    save_fork_state(world.ctx.store, FORK, state)
-    again = await publish_sync(world.ctx, FORK, 1)
-    assert again.action == "resumed" and again.pr_number == first.pr_number
-    assert len(world.hub.pulls) == 1 and len(world.hub.reviews[7]) == 1
-    assert len(world.hub.runs) == 1
-
-
 def _forget_the_steps_after_the_pr(world: World, *, other_machine: bool,
                                    plan_too: bool = True) -> dict[str, Any]:
     """As if the run died right after opening the PR; ``other_machine``: the replica that
@@ -478,6 +463,15 @@ def _forget_the_steps_after_the_pr(world: World, *, other_machine: bool,
             Path(state["sync"]["plan_file"]).unlink()
         shutil.rmtree(remote.mirror_path(world.ctx.settings.cache_dir, FORK))
     return state
+
+
+async def test_a_crash_during_the_review_resumes_with_the_open_pr(world: World) -> None:
+    first = await publish_sync(world.ctx, FORK, 1)
+    _forget_the_steps_after_the_pr(world, other_machine=False)
+    again = await publish_sync(world.ctx, FORK, 1)
+    assert again.action == "resumed" and again.pr_number == first.pr_number
+    assert len(world.hub.pulls) == 1 and len(world.hub.reviews[7]) == 1
+    assert len(world.hub.runs) == 1
 
 
 @pytest.mark.parametrize("plan_too", [True, False], ids=["plan and cache", "cache only"])
