@@ -389,6 +389,10 @@ def test_a_comment_names_a_few_twins_and_counts_the_rest() -> None:
     assert line.startswith("**Twin:** Q1 in `pkg1/package-lock.json` is this very conflict")
     assert line.endswith("`/sync answer Q1,Q6 ours` (or `theirs`); once this one is resolved "
                          "by hand and pushed, `/sync answer Q1 twin` gives it that text.")
+    two = dict(first, twins={"group": "Q6", "count": 2, "some": [
+        {"id": "Q1", "path": "pkg1/package-lock.json"}, {"id": "Q2", "path": "pkg6/x.json"}]})
+    (line,) = [b for b in render_comment([two]).split("\n\n") if "Twin" in b]
+    assert "push: both get your resolution" in line and "all 2 " not in line
     # Every other copy's comment is short: where the first is, and its answers.
     copy = dict(first, id="Q7", path="pkg7/package-lock.json", twins={
         "group": "Q6", "count": 2999, "some": [{"id": "Q6", "path": "pkg6/package-lock.json"}]})

@@ -101,6 +101,16 @@ def test_a_flag_groups_title_counts_the_lines_it_flags_not_its_items() -> None:
                            "`docs/glm.md`")
 
 
+def test_a_group_of_two_offers_one_command_for_both() -> None:
+    pair = [_conflict(n, f"vime/p{n}.py", "a = 1\n", "a = 2\n", "a = 1\n", [101])
+            for n in (1, 2)]
+    for p in pair:
+        p.update(tier="Confirm", suggestion="a = 2\n", choices=["suggested", "ours", "theirs"])
+    body = render_body(_plan_with(pair))
+    assert "One command for both: `/sync answer Q1-Q2 suggested`" in body
+    assert "One command for all 2" not in body
+
+
 def test_id_ranges() -> None:
     assert id_ranges(["Q3", "Q1", "Q2", "Q7", "Q9", "Q10"]) == "Q1-Q3,Q7,Q9-Q10"
 

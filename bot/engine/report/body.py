@@ -230,7 +230,8 @@ def _group_lines(g: Group, answers: dict[str, str], resolved: set[str],
     if not settled:
         command = ""
         if g.command and open_n:
-            command = (f" One command for all {len(g.items)}: `{g.command}`"
+            command = (f" One command for both: `{g.command}`" if len(g.items) == 2
+                       else f" One command for all {len(g.items)}: `{g.command}`"
                        if len(g.items) > 1 else f" `{g.command}`")
         out.append(f"  - Recommended: {g.action}.{command}")
     if compact:

@@ -112,7 +112,8 @@ def _twins_line(item: Json, twins: Json) -> str:
     one = count == 1
     line = (f"**Twin{'' if one else 's'}:** {named} {'is' if one else 'are'} this very "
             "conflict (the same fork, base and upstream lines). Resolve this one and push: "
-            f"{'it gets' if one else f'all {count:,} get'} your resolution as a one-click "
+            f"{'it gets' if one else 'both get' if count == 2 else f'all {count:,} get'} "
+            "your resolution as a one-click "
             f"follow-up (people resolved such twins alike in {TWIN_FIGURE}).")
     if more <= 0:
         line += (" Or answer all at once: `/sync answer "
