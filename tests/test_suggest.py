@@ -180,6 +180,7 @@ def test_upstreams_deletion_of_lines_the_fork_changed_is_named_but_never_one_cli
     assert p.reason.startswith("upstream deleted these lines and the fork changed them. "
                                "Upstream deleted 3 lines; the fork changed `x = f(a)` to "
                                "`x = f(a, vime=True)`.")
+    assert p.reason.endswith("keep it only if the fork still needs these lines.")
     # A blank line left behind is still a deletion; the fork's own deletion is not this.
     assert propose(ours, base, "\n").rule == "upstream deleted, fork changed"
     assert propose("", base, ours).rule == "fork deleted, upstream changed"

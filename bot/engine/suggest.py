@@ -381,7 +381,7 @@ def _contained(h: Hunk) -> _Draft:
         return _Draft("upstream deleted, fork changed", "upstream deleted these lines and "
                       f"the fork changed them. {_sentences(h)} Taking upstream's deletion "
                       "drops the fork's edit: keep it only if the fork still needs these "
-                      "lines", h.theirs)
+                      "lines.", h.theirs)
     owned = _forks_file(h)
     if owned is not None:
         return _Draft(FORK_FILE, f"both sides changed these lines differently, in a file "
