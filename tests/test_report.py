@@ -53,6 +53,14 @@ def test_body_has_structure_counts_checklist_decisions_and_window() -> None:
     assert "- **#100** PR 0 | pipes (@alice)" in body  # one line per upstream PR
 
 
+def test_body_counts_the_windows_other_commits_in_words() -> None:
+    plan = _plan(n_window=2)
+    plan["window"].append(dict(plan["window"][0], number=None, kind="commit", sha="e" * 40))
+    assert "Syncs 2 upstream PRs and 1 other commit merged into" in render_body(plan)
+    plan["window"].append(dict(plan["window"][2], sha="f" * 40))
+    assert "Syncs 2 upstream PRs and 2 other commits merged into" in render_body(plan)
+
+
 def test_checklist_ticks_resolved_files_and_shows_answers() -> None:
     body = render_body(_plan(), resolved={"Q1"}, answers={"Q2": "ours"})
     assert "- [x] `vime/f0.py`" in body and "- [x] `vime/f1.py`" in body

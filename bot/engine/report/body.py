@@ -94,7 +94,8 @@ def _header(plan: Json, behind: int, posted: int | None,
         f"## forksync: sync {up['repo']} {plan['window_label']}",
         "",
         f"Syncs {len(prs)} upstream PR{'s' if len(prs) != 1 else ''}"
-        + (f" and {len(window) - len(prs)} other commit(s)" if len(window) > len(prs) else "")
+        + (f" and {len(window) - len(prs)} other commit"
+           f"{'s' if len(window) - len(prs) != 1 else ''}" if len(window) > len(prs) else "")
         + f" merged into `{up['repo']}` `{up['branch']}` after cutoff `{plan['cutoff'][:10]}`,"
         f" up to `{plan['tip'][:10]}`: {plan['summary']['files']} changed paths. "
         + tip_reason(plan),

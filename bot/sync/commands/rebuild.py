@@ -236,7 +236,8 @@ async def _replay(run: Runner, command: Extend | Refresh, branch: Branch,
                    f"@{run.req.author} in #{run.req.pr}.\n")
         if people:
             message += (f"\nThe previous head {branch.head[:12]} is its second parent, so "
-                        f"the {len(people)} commit(s) people pushed stay in the history.\n")
+                        + (f"the {len(people)} commits people pushed stay" if len(people) != 1
+                           else "the commit people pushed stays") + " in the history.\n")
         # Dated like commit 1, so a retried job makes the very same commit.
         date = git.text("log", "-1", "--format=%ct +0000", commit1).strip()
         head = await asyncio.to_thread(
