@@ -10,7 +10,10 @@ regex, not with the code under test):
 * every file-level comment is on a path the diff has, with no line to take;
 * every item with no thread is on a path the diff does not have at all;
 * every body and comment is within GitHub's 65,536 characters, fences and
-  ``<details>`` closed; and the writes fit 5 + ⌈items/50⌉.
+  ``<details>`` closed; and the writes fit 5 + ⌈items/50⌉;
+* every one-click suggestion covers exactly one marker region of commit 1 (its first
+  line opens it, its last closes it, at the file's marker size) and holds exactly the
+  item's proposal: "Commit suggestion" leaves that text and no marker.
 
 It prints the counts and the time ``build_preview`` takes (median of ``--runs``). With
 ``--simulate`` it also posts the preview's files, as they are, to a PR of commit 1 on the
@@ -67,6 +70,42 @@ def hunks_by_path(diff: str) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
+_SUGGESTION = re.compile(r"^(`{3,})suggestion\n(.*?)^\1$", re.M | re.S)
+
+
+def suggestion_problems(review: dict, plan: dict, fork_git: str) -> tuple[int, list[str]]:
+    """How many one-click suggestions there are, and each that would not replace exactly
+    one marker region of commit 1 with exactly its item's proposal."""
+    commit = review["commit_id"]
+    items = {(i["path"], i.get("start_line"), i.get("end_line")): (i, f)
+             for f in plan["files"] for i in f["review_items"]}
+    found, problems = 0, []
+    for c in review.get("comments", []):
+        m = _SUGGESTION.search(c["body"])
+        if m is None:
+            continue
+        found += 1
+        start = c.get("start_line", c["line"])
+        where = f"{c['path']} L{start}-{c['line']}"
+        hit = items.get((c["path"], start, c["line"]))
+        if hit is None:
+            problems.append(f"the suggestion on {where} is on no item's region")
+            continue
+        item, f = hit
+        size = int(f.get("marker_size") or 7)
+        text = subprocess.run(["git", f"--git-dir={fork_git}", "show", f"{commit}:{c['path']}"],
+                              capture_output=True, check=True).stdout.decode("utf-8", "replace")
+        lines = text.splitlines()[start - 1:c["line"]]
+        if not (lines and lines[0].startswith("<" * size + " ")
+                and lines[-1].startswith(">" * size + " ")):
+            problems.append(f"the suggestion on {where} does not cover one marker region")
+        shown = m.group(2)
+        proposal = item.get("suggestion") or ""
+        if shown not in (proposal, proposal + "\n"):  # a last line without its newline
+            problems.append(f"the suggestion on {where} is not {item['id']}'s proposal")
+    return found, problems
+
+
 def balanced(text: str) -> bool:
     fence: str | None = None
     for line in text.split("\n"):
@@ -87,6 +126,19 @@ async def simulate(fork_git: str, branch: str, preview: Path, root: Path) -> lis
     from tests.sim import Simulator
 
     shutil.rmtree(root, ignore_errors=True)  # a simulator of an earlier run: start afresh
+    # The PR needs commit 1 and fork main, its parent, not the fork's history (a real
+    # fork's clone may lack objects deep in its past, which a full clone would trip on).
+    slim = root.with_name(root.name + "-fork.git")
+    shutil.rmtree(slim, ignore_errors=True)
+    cloned = subprocess.run(["git", "clone", "--quiet", "--bare", "--depth", "2", "--branch",
+                             branch, f"file://{fork_git}", str(slim)], capture_output=True)
+    if cloned.returncode != 0:  # a clone fetched without its largest blobs, say
+        print("simulator: not run: the fork lacks objects of commit 1's tree "
+              f"({cloned.stderr.decode(errors='replace').strip().splitlines()[-1]})")
+        return []
+    subprocess.run(["git", f"--git-dir={slim}", "update-ref", "refs/heads/main",
+                    f"{branch}^"], check=True)
+    fork_git = str(slim)
     sim = Simulator(root=root).start()
     problems = []
     try:
@@ -124,6 +176,7 @@ def main() -> int:
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--from", dest="from_rev")
     ap.add_argument("--to", dest="to_rev")
+    ap.add_argument("--config", help="the config file (default: the fork's own)")
     ap.add_argument("--out", default="/tmp/forksync-real-preview")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--simulate", action="store_true",
@@ -137,6 +190,7 @@ def main() -> int:
            "--preview", str(out / "preview"), "--branch", branch, "--quiet"]
     cmd += ["--from", args.from_rev] if args.from_rev else []
     cmd += ["--to", args.to_rev] if args.to_rev else []
+    cmd += ["--config", args.config] if args.config else []
     started = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     cli_seconds = time.perf_counter() - started
@@ -152,7 +206,8 @@ def main() -> int:
     fork_git = subprocess.run(["git", "-C", args.fork, "rev-parse", "--absolute-git-dir"],
                               capture_output=True, text=True, check=True).stdout.strip()
     diff = subprocess.run(["git", f"--git-dir={fork_git}", "diff", "-M", f"{commit}^",
-                           commit], capture_output=True, text=True, check=True).stdout
+                           commit], capture_output=True, check=True).stdout.decode(
+                               "utf-8", "replace")  # a file's bytes need not be UTF-8
     hunks = hunks_by_path(diff)
 
     problems: list[str] = []
@@ -180,6 +235,8 @@ def main() -> int:
     for text in bodies:
         if len(text) > LIMIT or not balanced(text):
             problems.append(f"a body of {len(text)} characters breaks the limits")
+    clicks, wrong = suggestion_problems(review, plan, fork_git)
+    problems += wrong
     notes = [a for b in annotation_batches(plan, initial_remaining(plan, {})) for a in b]
     assert check["output"]["annotations"] == notes[:50]
     # The PR, the review, each file comment, the body update, the check's requests.
@@ -203,8 +260,6 @@ def main() -> int:
     print(f"window {plan['window_label']}: {s['prs']} PRs, {s['files']} paths, "
           f"{len(items)} review items; PR diff: {len(hunks)} files, "
           f"{sum(len(h) for h in hunks.values())} hunks")
-    clicks = sum(1 for c in review.get("comments", [])
-                 if re.search(r"^`{3,}suggestion$", c["body"], re.M))
     print(f"threads: {len(carried)} of {len(items)} items carried — {by.get('region', 0)} on a "
           f"whole region ({clicks} with a one-click suggestion), {by.get('line', 0)} on one "
           f"line, {by.get('file', 0)} file-level; {len(review.get('comments', []))} review "
