@@ -111,6 +111,18 @@ def test_a_group_of_two_offers_one_command_for_both() -> None:
     assert "One command for all 2" not in body
 
 
+def test_a_recommendation_without_an_upstream_pr_names_none() -> None:
+    from bot.engine.report import recommend
+
+    gone = _conflict(1, "vime/gone.py", "a\n", "", "b\n", [])
+    gone.update(rule="upstream deleted, fork changed", choices=["theirs", "ours"])
+    action, choice = recommend(gone)
+    assert action.startswith("take upstream's deletion unless the fork still needs") \
+        and choice == "theirs"
+    gone["prs"] = [12]
+    assert recommend(gone)[0].startswith("take upstream's deletion (#12) unless")
+
+
 def test_id_ranges() -> None:
     assert id_ranges(["Q3", "Q1", "Q2", "Q7", "Q9", "Q10"]) == "Q1-Q3,Q7,Q9-Q10"
 

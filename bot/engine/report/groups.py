@@ -141,6 +141,7 @@ def recommend(item: Json) -> tuple[str, str | None]:
     # The title lists every PR; past three, the recommendation counts them instead.
     prs = (_prs(numbers) or "upstream") if len(numbers) <= 3 else \
         f"these {len(numbers)} upstream PRs"
+    which = f" ({prs})" if numbers else ""  # "upstream's deletion (#12)"; no "(upstream)"
     choices = [str(c) for c in item.get("choices") or []]
     if kind == "policy" or tier == "Settled":
         return "nothing to do: settled (the suggestion, where there is one, applies it)", None
@@ -150,7 +151,7 @@ def recommend(item: Json) -> tuple[str, str | None]:
                     "(then take theirs and adapt it)", "ours")
         if who_deleted(item) == "upstream":
             return (f"decide whether the fork still needs its changes to this file: take "
-                    f"upstream's deletion ({prs}) once they are moved elsewhere or dropped, "
+                    f"upstream's deletion{which} once they are moved elsewhere or dropped, "
                     "or keep the fork's version", None)
         return "pick the side to keep (git cannot merge this file line by line)", None
     if kind == "manual":
@@ -162,7 +163,7 @@ def recommend(item: Json) -> tuple[str, str | None]:
         choice = "suggested" if not choices or "suggested" in choices else None
         # A Decide's suggestion is a starting point, not a promise.
         what = ("check the starting point, then commit or edit it" if tier == "Decide"
-                else f"take upstream's version ({prs}) unless the fork still needs its change "
+                else f"take upstream's version{which} unless the fork still needs its change "
                 "here (the comment shows it)" if drops_fork(item) else "accept the proposal")
         return what, choice
     rule = item.get("rule")
@@ -170,7 +171,7 @@ def recommend(item: Json) -> tuple[str, str | None]:
         return ("take upstream's version (theirs) once you have checked that the fork's edit "
                 "is already in it, or only changed the layout", "theirs")
     if base_rule(str(rule)) == "upstream deleted, fork changed" and "theirs" in choices:
-        return (f"take upstream's deletion ({prs}) unless the fork still needs these lines; "
+        return (f"take upstream's deletion{which} unless the fork still needs these lines; "
                 "then keep ours and adapt it", "theirs")
     if rule == "add/add":
         ours, theirs = (line_count(item.get(k) or "") for k in ("ours", "theirs"))
