@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "config.yml").write_text(CONFIG)
     failed, totals, started = [], [0, 0, 0], time.perf_counter()
     unsimulated = 0  # merges whose clone lacks objects of commit 1's tree
+    unchecked = 0  # merges whose clone lacks an object the window needs
     for n, (set_name, repo, merge) in enumerate(chosen, 1):
         work = args.out / f"{n:03d}"
         subprocess.run(["rm", "-rf", str(work)], check=True)
@@ -105,16 +106,24 @@ def main(argv: list[str] | None = None) -> int:
         totals = [totals[0] + items, totals[1] + carried, totals[2] + clicks]
         problems = [ln for ln in done.stdout.splitlines() if ln.startswith("PROBLEM")]
         unsimulated += "simulator: not run" in done.stdout
-        verdict = "ok" if done.returncode == 0 else (
-            f"{len(problems)} problem(s)" if problems else f"exit {done.returncode}")
+        said = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+        # The CLI's own exit 3 for an object the clone lacks (a fetch that left out the
+        # largest blobs) says nothing of forksync: the merge is not checked.
+        lacking = done.returncode == 3 and any("is missing" in ln for ln in said)
+        verdict = "ok" if done.returncode == 0 else "not checked: the clone lacks an object" \
+            if lacking else f"{len(problems)} problem(s)" if problems else \
+            f"exit {done.returncode}"
         print(f"{set_name:8} {repo:38} {merge[:10]}  items {items:3}, threads {carried:3}, "
               f"one-click {clicks:3}  {verdict}", flush=True)
-        for line in problems or ([done.stderr.strip()[-500:]] if done.returncode else []):
-            print(f"    {line}")
-        if done.returncode:
+        for line in problems or (said[-1:] if done.returncode else []):
+            print(f"    {line[-500:]}")
+        if lacking:
+            unchecked += 1
+        elif done.returncode:
             failed.append((repo, merge))
     print(f"{len(chosen)} merges, {totals[0]} review items, {totals[1]} threads, "
-          f"{totals[2]} one-click suggestions checked; {len(failed)} merge(s) with a problem; "
+          f"{totals[2]} one-click suggestions checked; {len(failed)} merge(s) with a problem, "
+          f"{unchecked} not checked (the clone lacks an object); "
           f"{time.perf_counter() - started:.0f} s"
           + (f"; not simulated: {unsimulated} (their clones lack objects of commit 1's tree)"
              if args.simulate else ""))
