@@ -448,65 +448,69 @@ def test_remaining_round_trips_through_json() -> None:
 
 
 def _forget_the_steps_after_the_pr(world: World, *, other_machine: bool,
-                                   plan_too: bool = True) -> dict[str, Any]:
-    """As if the run died right after opening the PR; ``other_machine``: the replica that
-    takes the job over lacks the fork's cache (which held commit 1), and with
-    ``plan_too`` the plan file: another machine's disk, or a cache evicted since."""
+                                   plan: str = "store") -> dict[str, Any]:
+    """As if the run died right after opening the PR. ``other_machine``: the replica that
+    takes the job over lacks the fork's cache (which held commit 1), as on another
+    machine or after an eviction; ``plan``: where it finds the plan ("file": its own
+    disk, "store": the store's copy alone, "nowhere": neither, as an older forksync on
+    another machine left it)."""
     world.hub.reviews.clear()
     world.hub.runs.clear()
     state = load_fork_state(world.ctx.store, FORK)
     for key in ("review_commit", "check_runs"):
         state["sync"].pop(key)
+    if plan == "nowhere":
+        assert world.ctx.store.delete_state(state["sync"].pop("plan_key"))
     save_fork_state(world.ctx.store, FORK, state)
+    if plan != "file":
+        Path(state["sync"]["plan_file"]).unlink()
     if other_machine:
-        if plan_too:
-            Path(state["sync"]["plan_file"]).unlink()
         shutil.rmtree(remote.mirror_path(world.ctx.settings.cache_dir, FORK))
     return state
 
 
 async def test_a_crash_during_the_review_resumes_with_the_open_pr(world: World) -> None:
     first = await publish_sync(world.ctx, FORK, 1)
-    _forget_the_steps_after_the_pr(world, other_machine=False)
+    _forget_the_steps_after_the_pr(world, other_machine=False, plan="file")
     again = await publish_sync(world.ctx, FORK, 1)
     assert again.action == "resumed" and again.pr_number == first.pr_number
     assert len(world.hub.pulls) == 1 and len(world.hub.reviews[7]) == 1
     assert len(world.hub.runs) == 1
 
 
-@pytest.mark.parametrize("plan_too", [True, False], ids=["plan and cache", "cache only"])
-async def test_a_takeover_without_the_plan_or_commit_1_computes_them_again(
-        world: World, plan_too: bool) -> None:
-    first = await publish_sync(world.ctx, FORK, 1)
-    state = _forget_the_steps_after_the_pr(world, other_machine=True, plan_too=plan_too)
-    again = await publish_sync(world.ctx, FORK, 1)
-    # The same inputs made the same commit 1: its review and check, on the same PR.
-    assert again.action == "resumed" and again.commit == first.commit
-    assert len(world.hub.pulls) == 1 and len(world.hub.reviews[7]) == 1
-    (run,) = world.hub.runs.values()
-    assert run["head_sha"] == first.commit and run["conclusion"] == "failure"
-    assert Path(state["sync"]["plan_file"]).is_file()
-
-
-async def test_a_takeover_whose_fork_main_moved_says_so_on_commit_1(
-        world: World, tmp_path: Path) -> None:
-    first = await publish_sync(world.ctx, FORK, 1)
-    _forget_the_steps_after_the_pr(world, other_machine=True)
-    work = tmp_path / "moved"
+def _move_fork_main(world: World, work: Path) -> None:
     git("clone", "-q", world.fork_remote, work)
     (work / "NOTES.md").write_text("the fork moved on\n")
     git("-C", work, "add", "NOTES.md")
     git("-C", work, "-c", "user.name=v", "-c", "user.email=v@x", "commit", "-qm", "move")
     git("-C", work, "push", "-q", "origin", "HEAD:main")
+
+
+@pytest.mark.parametrize("plan", ["file", "store", "nowhere"])
+@pytest.mark.parametrize("main_moved", [False, True], ids=["main as it was", "main moved"])
+async def test_a_takeover_without_commit_1_in_its_cache_finishes_the_pr(
+        world: World, tmp_path: Path, plan: str, main_moved: bool) -> None:
+    first = await publish_sync(world.ctx, FORK, 1)
+    _forget_the_steps_after_the_pr(world, other_machine=True, plan=plan)
+    if main_moved:
+        _move_fork_main(world, tmp_path / "moved")
     again = await publish_sync(world.ctx, FORK, 1)
-    assert again.action == "refused" and world.hub.reviews.get(7, []) == []
     (run,) = world.hub.runs.values()
     assert run["head_sha"] == first.commit and run["conclusion"] == "failure"
-    assert run["output"]["title"] == "forksync cannot finish this sync"
-    assert "`/sync refresh`" in run["output"]["summary"]
-    # Nothing was pushed over commit 1.
-    assert world.remote_head(load_fork_state(world.ctx.store, FORK)["sync"]["branch"]) \
-        == first.commit
+    state = load_fork_state(world.ctx.store, FORK)
+    if main_moved and plan == "nowhere":
+        # Computed again, the sync gives another commit 1: the PR says so on commit 1.
+        assert again.action == "refused" and world.hub.reviews.get(7, []) == []
+        assert run["output"]["title"] == "forksync cannot finish this sync"
+        assert "`/sync refresh`" in run["output"]["summary"]
+    else:
+        # The plan (read, or computed again from the same inputs) and commit 1 (fetched
+        # from the sync branch, or made again): its review and check, on the same PR.
+        assert again.action == "resumed" and again.commit == first.commit
+        assert len(world.hub.pulls) == 1 and len(world.hub.reviews[7]) == 1
+        assert run["output"]["title"] != "forksync cannot finish this sync"
+        assert load_plan(state["sync"], world.ctx.store)["tip"] == state["sync"]["tip"]
+    assert world.remote_head(state["sync"]["branch"]) == first.commit  # nothing pushed over it
 
 
 async def test_a_replica_without_the_plan_file_reads_the_stores_copy(world: World) -> None:

@@ -35,8 +35,9 @@ _LOCAL_WORK_BRANCH = "forksync/local-work"
 RETRY_NOTE = "\n\nforksync tries this sync again later (with a growing delay)."
 
 RESUME_FAILED = """A run of forksync stopped after it opened sync PR #{pr} and before it posted the
-review and this check: the machine that ran it holds its plan. Computed again here, the
-sync no longer gives commit 1 (`{commit}`): fork main or the window changed since.
+review and this check, and its plan is on another machine's disk only. Computed again
+here, the sync no longer gives commit 1 (`{commit}`): fork main or the window changed
+since, or the sync branch no longer holds commit 1.
 
 Comment `/sync refresh` on the PR to compute the sync afresh, or close the PR: the next
 sync opens a new one."""
@@ -123,17 +124,28 @@ async def _compute(run: RunContext, config: Config, tip_sha: str, cutoff: str | 
 
 async def resume_plan(run: RunContext, config: Config) -> dict[str, Any] | PublishResult:
     """The plan of the open sync PR's commit 1, which a killed run pushed and opened the PR
-    for: its file or the store's copy, if this replica's cache has the commit; else both
-    computed again (a takeover on another machine, whose cache lacks commit 1; a cache
-    evicted since).
-    The same inputs make the same commit 1, so the plan is that commit's exactly; if fork
-    main moved or the commit comes out different, the PR says so on a failing check."""
+    for, with commit 1 and what the check reads of it in this replica's cache.
+
+    The plan is its file or the store's copy; commit 1 comes from the sync branch where
+    the cache lacks it (a takeover on another machine, a cache evicted since). Without a
+    plan anywhere (one saved by an older forksync on another machine), both are computed
+    again: the same inputs make the same commit 1. If fork main moved or the commit comes
+    out different, a failing check on commit 1 says so."""
+    from bot.sync.followup import fetch_read_files, have_head
+
     repos, sync = run.repos, run.sync
-    if Git(repos.fork_git).rev_parse(sync["commit"]) is not None:
-        try:
-            return load_plan(sync, run.ctx.store)
-        except ForksyncError:
-            pass  # no file here and no copy in the store (an older forksync): compute it
+
+    async def access() -> tuple[str, str]:
+        return repos.fork_url, run.token
+
+    git = Git(repos.fork_git)
+    try:
+        plan_json = load_plan(sync, run.ctx.store)
+    except ForksyncError:
+        plan_json = None
+    if plan_json is not None and await have_head(git, sync, sync["commit"], access):
+        await fetch_read_files(git, plan_json, sync, sync["commit"], access)
+        return plan_json
     made: tuple[dict[str, Any], str, str | None] | None = None
     if sync.get("ours") == repos.fork_main:
         computed = await _compute(run, config, sync["tip"], sync.get("cutoff"))
