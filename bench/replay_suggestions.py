@@ -12,6 +12,8 @@ Usage::
 
     .venv/bin/python bench/replay_suggestions.py --clones DIR --tiers    # the training sets
     .venv/bin/python bench/replay_suggestions.py --clones DIR --set dev  # one set
+    .venv/bin/python bench/replay_suggestions.py --clones DIR --set dev --set heldout \
+        --repo HabanaAI/vllm-fork --repo ROCm/vllm                        # two forks only
     .venv/bin/python bench/replay_suggestions.py --clones DIR --find owner/name
 
 ``DIR`` holds one clone per repository, as ``DIR/owner+name`` (a bare repository or one
@@ -228,14 +230,16 @@ def _replay_file(out: MergeResult, path: str, merged: str, resolved: str, *,
     return cases
 
 
-def read_merges(path: Path, sets: set[str] | None) -> list[tuple[str, str, str]]:
+def read_merges(path: Path, sets: set[str] | None,
+                repos: set[str] | None = None) -> list[tuple[str, str, str]]:
+    """The listed merges of ``sets`` (all with None), of ``repos`` only where given."""
     out = []
     for raw in path.read_text().splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         set_name, repo, sha = line.split()
-        if sets is None or set_name in sets:
+        if (sets is None or set_name in sets) and (repos is None or repo in repos):
             out.append((set_name, repo, sha))
     return out
 
@@ -423,6 +427,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--merges", type=Path, default=MERGES)
     ap.add_argument("--set", action="append",
                     help=f"replay this set (repeatable; default: {', '.join(TRAINING)})")
+    ap.add_argument("--repo", action="append", metavar="OWNER/NAME",
+                    help="only this repository's merges of those sets (repeatable)")
     ap.add_argument("--tiers", action="store_true",
                     help="print the tier each rule earns by the criterion, and the criterion "
                          "held out one repository family at a time")
@@ -453,7 +459,11 @@ def main(argv: Iterable[str] | None = None) -> int:
                          first_parent=args.first_parent, max_files=args.max_files):
             print(line, flush=True)
         return 0
-    merges = read_merges(args.merges, set(args.set or TRAINING))
+    merges = read_merges(args.merges, set(args.set or TRAINING),
+                         set(args.repo) if args.repo else None)
+    if not merges:
+        ap.error("no listed merge is in those sets"
+                 + (" and repositories" if args.repo else "") + f" ({args.merges})")
     jobs = [(s, repo, str(find_clone(args.clones, repo)), sha) for s, repo, sha in merges]
     started = time.perf_counter()
     if args.jobs > 1:
