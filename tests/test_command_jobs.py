@@ -149,7 +149,7 @@ def make_live(tmp_path: Path, fake_store: Store, fake_gh: FakeGH,
         "sync": {"branch": branch, "commit": result.commit, "cutoff": plan_json["cutoff"],
                  "tip": plan_json["tip"], "ours": plan_json["ours"], "pr": PR, "behind": 0,
                  "head": result.commit, "window_label": plan_json["window_label"],
-                 "plan_file": save_plan(settings, FORK, result.commit, plan_json)}})
+                 **save_plan(settings, FORK, result.commit, plan_json)}})
     ctx = FakeContext(settings, fake_store, fake_gh, installation_id=1)
     fake_gh.on("GET", f"/repos/{FORK}/collaborators/{USER}/permission",
                {"permission": "write", "role_name": "write"})

@@ -31,7 +31,6 @@ from bot.sync.state import (
     MAX_PLANS,
     load_fork_state,
     load_plan,
-    plan_key,
     save_fork_state,
     save_plan,
     sync_branch_name,
@@ -521,17 +520,30 @@ async def test_a_replica_without_the_plan_file_reads_the_stores_copy(world: Worl
     with pytest.raises(ForksyncError, match="`/sync refresh`"):
         load_plan(sync)
     assert load_plan(sync, world.ctx.store) == on_disk
-    assert sync["plan_key"] == f"plan:{FORK}:{first.commit}"
+    assert re.fullmatch(rf"plan:{FORK}:\d{{15}}:{first.commit}", sync["plan_key"])
 
 
-def test_the_store_keeps_a_forks_newest_plans(fake_ctx: FakeContext) -> None:
+def test_the_store_keeps_a_forks_newest_plans(fake_ctx: FakeContext,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     store, settings = fake_ctx.store, fake_ctx.settings
-    for n in range(MAX_PLANS + 2):
-        save_plan(settings, FORK, f"{n:040x}", {"n": n}, store)
-    keys = store.state_keys(f"plan:{FORK}:")
-    assert keys == [plan_key(FORK, f"{n:040x}") for n in range(2, MAX_PLANS + 2)]
+    # A plan saved by round 13's forksync has a key without a time: the oldest of all.
+    store.put_state(f"plan:{FORK}:{'0' * 40}", {"saved_at": 9e9, "plan": {"n": -1}})
+    clock = iter(range(1_800_000_000, 1_800_000_100))
+    monkeypatch.setattr("bot.sync.state.time.time", lambda: float(next(clock)))
+    # Commits whose names sort against their age: the order must come from the time.
+    saved = [save_plan(settings, FORK, f"{99 - n:040x}", {"n": n}, store)
+             for n in range(MAX_PLANS + 2)]
+    assert store.state_keys(f"plan:{FORK}:") == [s["plan_key"] for s in saved[2:]]
+    assert all(store.get_state(s["plan_key"])["plan"] == {"n": n}  # type: ignore[index]
+               for n, s in enumerate(saved) if n >= 2)
     save_plan(settings, "other/fork", "f" * 40, {"n": 0}, store)  # another fork's: apart
     assert len(store.state_keys(f"plan:{FORK}:")) == MAX_PLANS
+    # A replica whose clock is behind keeps the plan it just saved; an older one goes.
+    monkeypatch.setattr("bot.sync.state.time.time", lambda: 1_700_000_000.0)
+    late = save_plan(settings, FORK, "e" * 40, {"n": "late"}, store)
+    kept = store.state_keys(f"plan:{FORK}:")
+    assert late["plan_key"] in kept and saved[2]["plan_key"] not in kept
+    assert len(kept) == MAX_PLANS
 
 
 async def test_the_schedule_queues_a_sync_only_when_upstream_moved(

@@ -30,8 +30,9 @@ records the upstream at once.
 
 The plan itself (``Plan.to_json()``) is a file under ``<data_dir>/plans/``, named by
 commit 1, because the body and the check are re-rendered from it on every push; the
-store keeps a copy (``plan:<owner>/<repo>:<commit 1>``, named by ``sync.plan_key``), so
-that a replica on another machine, whose data directory has no such file, reads it too.
+store keeps a copy (``plan:<owner>/<repo>:<time saved>:<commit 1>``, named by
+``sync.plan_key``), so that a replica on another machine, whose data directory has no such
+file, reads it too.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from bot.errors import ForksyncError
 SYNC_BRANCH_PREFIX = "forksync/sync-"
 STATE_PREFIX = "fork:"  # the server's scheduler polls every fork under this prefix
 MAX_PUSHED = 200  # heads remembered per fork: far more than live sync branches
-PLAN_PREFIX = "plan:"  # the store's copy of a plan: plan:<owner>/<repo>:<commit 1>
+PLAN_PREFIX = "plan:"  # the store's copy of a plan: plan:<owner>/<repo>:<time>:<commit 1>
 MAX_PLANS = 4  # per fork: the open PR's, a pending refresh's, and room to spare
 
 
@@ -103,31 +104,41 @@ def plan_path(settings: Settings, fork: str, commit: str) -> Path:
     return settings.data_dir / "plans" / fork.replace("/", "__") / f"{commit}.json"
 
 
-def plan_key(fork: str, commit: str) -> str:
-    """Where the store keeps the plan of ``fork``'s commit 1 ``commit``."""
-    return f"{PLAN_PREFIX}{fork}:{commit}"
+def plan_key(fork: str, commit: str, saved_at: float) -> str:
+    """Where the store keeps the plan of ``fork``'s commit 1 ``commit``, saved at
+    ``saved_at``: the time leads, so a fork's keys sort oldest first and pruning reads
+    none of the plans."""
+    return f"{PLAN_PREFIX}{fork}:{int(saved_at * 1000):015d}:{commit}"
+
+
+def _saved_order(key: str) -> str:
+    """A plan key's sort key: its time, or none (oldest) for a key of round 13's form,
+    ``plan:<fork>:<commit>``, which had no time in it."""
+    rest = key[len(PLAN_PREFIX):].rsplit(":", 2)
+    return rest[1] if len(rest) == 3 else ""
 
 
 def save_plan(settings: Settings, fork: str, commit: str, plan_json: dict[str, Any],
-              store: Store | None = None) -> str:
+              store: Store | None = None) -> dict[str, str]:
     """Write the plan to this replica's data directory, and with ``store`` to the store
-    too, where every replica finds it; returns the file's path. The store keeps the
-    newest ``MAX_PLANS`` plans of a fork."""
+    too, where every replica finds it; returns where (``plan_file`` and, with ``store``,
+    ``plan_key``), for the sync's state. The store keeps the newest ``MAX_PLANS`` plans of
+    a fork, and never drops the one just saved (a replica whose clock is behind)."""
     path = plan_path(settings, fork, commit)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(plan_json), encoding="utf-8")
     tmp.replace(path)
+    saved = {"plan_file": str(path)}
     if store is not None:
-        key = plan_key(fork, commit)
-        store.put_state(key, {"saved_at": time.time(), "plan": plan_json})
-        older = [k for k in store.state_keys(f"{PLAN_PREFIX}{fork}:") if k != key]
-        if len(older) >= MAX_PLANS:
-            by_age = sorted(older, key=lambda k: float((store.get_state(k) or {})
-                                                       .get("saved_at") or 0.0))
-            for stale in by_age[:len(older) - MAX_PLANS + 1]:
-                store.delete_state(stale)
-    return str(path)
+        now = time.time()
+        key = saved["plan_key"] = plan_key(fork, commit, now)
+        store.put_state(key, {"saved_at": now, "plan": plan_json})
+        others = sorted((k for k in store.state_keys(f"{PLAN_PREFIX}{fork}:") if k != key),
+                        key=_saved_order)
+        for stale in others[:max(0, len(others) - MAX_PLANS + 1)]:
+            store.delete_state(stale)
+    return saved
 
 
 def load_plan(sync: dict[str, Any], store: Store | None = None) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from bot.sync.commands.runner import Branch, Runner
 from bot.sync.publish.fetch import window_trees
 from bot.sync.publish.pr import pr_title, render_pr_body
 from bot.sync.publish.review import record
-from bot.sync.state import load_plan, plan_key, remember_pushed, save_plan
+from bot.sync.state import load_plan, remember_pushed, save_plan
 
 if TYPE_CHECKING:
     from bot.engine.config import Config
@@ -104,9 +104,8 @@ async def rebuild(run: Runner, command: Extend | Refresh) -> str:
         "window_label": plan_json.get("window_label"), "answers": answers,
         "confirmed": {new_id: confirmed[old_id] for new_id, old_id in moved.items()},
         "report_path": result.report_path,
-        "plan_file": await asyncio.to_thread(save_plan, run.ctx.settings, run.req.fork,
-                                             commit1, plan_json, run.ctx.store),
-        "plan_key": plan_key(run.req.fork, commit1),
+        **await asyncio.to_thread(save_plan, run.ctx.settings, run.req.fork, commit1,
+                                  plan_json, run.ctx.store),
         "reply": reply,
     }
     sync["pending"] = pending

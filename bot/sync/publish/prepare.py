@@ -28,7 +28,7 @@ from bot.github import caches, remote
 from bot.github.checks import report_error
 from bot.sync.publish.context import PublishResult, Repos, RunContext
 from bot.sync.publish.fetch import window_trees
-from bot.sync.state import load_plan, plan_key, save_plan, sync_branch_name
+from bot.sync.state import load_plan, save_plan, sync_branch_name
 
 _LOCAL_WORK_BRANCH = "forksync/local-work"
 
@@ -83,9 +83,8 @@ async def prepare(run: RunContext, config: Config, tip_sha: str, cutoff: str | N
         "branch": sync_branch_name(plan_json["cutoff"]), "commit": commit,
         "cutoff": plan_json["cutoff"], "tip": plan_json["tip"], "ours": repos.fork_main,
         "behind": 0, "window_label": plan_json.get("window_label"),
-        "plan_file": await asyncio.to_thread(save_plan, run.ctx.settings, run.fork,
-                                             commit, plan_json, run.ctx.store),
-        "plan_key": plan_key(run.fork, commit),
+        **await asyncio.to_thread(save_plan, run.ctx.settings, run.fork, commit, plan_json,
+                                  run.ctx.store),
         "report_url": (f"{repos.fork_html_url}/blob/{commit}/{report_path}"
                        if report_path else None),
     }
@@ -158,9 +157,8 @@ async def resume_plan(run: RunContext, config: Config) -> dict[str, Any] | Publi
         await run.save()
         return run.result("refused")
     plan_json = made[0]
-    sync["plan_file"] = await asyncio.to_thread(save_plan, run.ctx.settings, run.fork,
-                                                sync["commit"], plan_json, run.ctx.store)
-    sync["plan_key"] = plan_key(run.fork, sync["commit"])
+    sync.update(await asyncio.to_thread(save_plan, run.ctx.settings, run.fork,
+                                        sync["commit"], plan_json, run.ctx.store))
     await run.save()
     return plan_json
 
