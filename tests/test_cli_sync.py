@@ -124,3 +124,18 @@ def test_whole_file_items_carry_each_sides_entry(tmp_path: Path) -> None:
     assert binary.sides["theirs"] == {"mode": "100644", "oid": up_blob}  # binary: untranslated
     assert deleted.sides["ours"] is None and deleted.sides["theirs"] is not None
     assert p.to_json()["files"][0]["review_items"][0]["sides"]
+
+
+def test_commit_one_of_a_fork_without_translation_names_upstreams_trees(tmp_path: Path) -> None:
+    s = Scenario(tmp_path / "repos", config="upstream: {repo: THUDM/slime, branch: main}\n"
+                 "translate: {}\n")
+    s.sync_fork()
+    s.fork_commit("Fork: longer timeouts", files={"slime/t.py": "TIMEOUT = 30\n"})
+    s.upstream_pr(4, "Add timeouts", "alice", files={"slime/t.py": "TIMEOUT = 10\n"})
+    fork = s.fork_bare
+    out = forksync("sync", "--fork", str(fork), "--upstream", str(s.upstream_dir),
+                   "--workdir", str(tmp_path / "w"), "--json", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stderr
+    message = git_text(fork, "log", "-1", "--format=%B", out.stdout.split()[-1])
+    assert "· base = upstream@" in message and "translate(" not in message
+    assert json.loads((tmp_path / "r.json").read_text())["translated"] is False

@@ -195,3 +195,13 @@ def test_plan_json_roundtrip_is_stable() -> None:
     assert [f["path"] for f in again["files"]] == [f["path"] for f in plan["files"]]
     assert again["files"][0]["review_items"][0]["prs"] == [12, 14]
     assert find_marker_regions("") == []
+
+
+def test_a_fork_without_translation_is_not_told_of_a_translation() -> None:
+    plan = _plan()
+    assert "base' = translate(upstream@cutoff) · theirs' = translate(upstream@tip)" \
+        in render_body(plan)
+    plan["translated"] = False
+    body = render_body(plan)
+    assert "base = upstream@cutoff · theirs = upstream@tip" in body
+    assert "translate(" not in body

@@ -197,6 +197,7 @@ class Plan:
     messages: list[str] = field(default_factory=list)  # git merge-tree's informational lines
     tip_source: str = ""  # why the window ends at the tip: "head" or what was asked ("#N", a sha)
     warnings: list[dict[str, Any]] = field(default_factory=list)  # config warnings (warnings.py)
+    translated: bool = True  # False: the config renames nothing, base and theirs are upstream's
 
     @classmethod
     def from_json(cls, d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
@@ -241,6 +242,7 @@ class Plan:
             "window": [e.to_json() for e in self.window],
             "files": [f.to_json() for f in self.files],
             "warnings": list(self.warnings),
+            "translated": self.translated,
             "summary": {
                 "files": len(self.files),
                 "status": self.counts(),
@@ -250,6 +252,14 @@ class Plan:
                 "commits": len(self.window),
             },
         }
+
+
+def inputs_label(ours: str, cutoff: str, tip: str, translated: bool = True) -> str:
+    """The merge's three inputs, as commit 1's message and the PR body name them."""
+    if translated:
+        return (f"ours = {ours} · base' = translate(upstream@{cutoff}) · "
+                f"theirs' = translate(upstream@{tip})")
+    return f"ours = {ours} · base = upstream@{cutoff} · theirs = upstream@{tip}"
 
 
 def conflicts_label(n: int) -> str:
@@ -312,4 +322,5 @@ def plan_from_json(d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
         messages=list(d.get("messages", [])),
         tip_source=d.get("tip_source", ""),
         warnings=list(d.get("warnings", [])),
+        translated=bool(d.get("translated", True)),
     )

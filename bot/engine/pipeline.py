@@ -22,7 +22,7 @@ from bot.engine.git import CatFile, Git, TreeWriter, reading
 from bot.engine.learn import LEARNED_PATH, Learned
 from bot.engine.learn import load_from as load_learned
 from bot.engine.merge import FORK, UPSTREAM, Entry, TreeIndex, commit_tree_oid, edit_tree, merge
-from bot.engine.model import Plan, conflicts_label
+from bot.engine.model import Plan, conflicts_label, inputs_label
 from bot.engine.needs import Needs, raw_blobs, window_blobs
 from bot.engine.report import needs_overflow, render_markdown
 from bot.engine.translate import Translator
@@ -295,6 +295,7 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         messages=[m.text for m in outcome.messages if m.kind.startswith("CONFLICT")],
         tip_source="head" if at_head or not to_rev else to_rev.strip(),
         warnings=rule_warnings(cfg, translator) + classified.warnings + stale,
+        translated=cfg.translate.renames,
     )
     return p, fork_git
 
@@ -307,8 +308,8 @@ def commit_message(p: Plan) -> str:
         f"sync({p.upstream_repo} {p.window_label}): 3-way merge"
         + (f" [{conflicts_label(conflicted)}]" if conflicted else ""),
         "",
-        f"ours = fork {p.fork_branch} @ {p.ours[:12]} · base' = translate(upstream@"
-        f"{p.cutoff[:12]}) · theirs' = translate(upstream@{p.tip[:12]})",
+        inputs_label(f"fork {p.fork_branch} @ {p.ours[:12]}", p.cutoff[:12], p.tip[:12],
+                     p.translated),
         f"{prs} upstream PRs, {len(p.files)} paths: "
         + ", ".join(f"{v} {k}" for k, v in counts.items() if v),
         "",

@@ -78,6 +78,12 @@ class TranslateConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_exclude_match", glob_matcher(self.exclude))
 
+    @property
+    def renames(self) -> bool:
+        """Whether the translation changes anything: with no path or replace rule it is
+        the identity, and base and theirs are upstream's own trees."""
+        return bool(self.paths or self.replace)
+
     def is_excluded(self, upstream_path: str) -> bool:
         """True when the file's content is kept as is (its path is still translated)."""
         return self._exclude_match(upstream_path)

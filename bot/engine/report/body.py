@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bot.engine.follow import FOLLOW_MIN, twin_groups
+from bot.engine.model import inputs_label
 from bot.engine.report.groups import (
     Group,
     drops_fork,
@@ -101,10 +102,11 @@ def _header(plan: Json, behind: int, posted: int | None,
         + tip_reason(plan),
         "",
         "**Structure.** Commit 1 is the 3-way merge with the conflict markers kept as the "
-        f"review queue: ours = fork `{plan.get('fork_branch', 'main')}` @ `{plan['ours'][:10]}`"
-        " · base' = translate(upstream@cutoff) · theirs' = translate(upstream@tip). Later "
-        "commits resolve it; the `forksync` check passes when no markers or open decisions "
-        "remain.",
+        "review queue: " + inputs_label(
+            f"fork `{plan.get('fork_branch', 'main')}` @ `{plan['ours'][:10]}`", "cutoff",
+            "tip", plan.get("translated", True))
+        + ". Later commits resolve it; the `forksync` check passes when no markers or open "
+        "decisions remain.",
     ]
     if posted is not None and items:
         out[-1] += (f" {posted} of {len(items)} review item{'s' if len(items) != 1 else ''} "
