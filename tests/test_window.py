@@ -130,3 +130,32 @@ def test_an_old_trailer_merged_late_does_not_move_the_cutoff_back(scenario: Scen
     _merge_into_main(scenario.fork_git, old_branch, "Merge an old branch")
     assert find_cutoff(Git(scenario.fork_git), "main", "THUDM/slime",
                        Git(scenario.upstream_git)) == scenario.prs[6]
+
+
+def test_the_window_knows_a_login_only_where_the_commit_tells_it(tmp_path: Path) -> None:
+    from bot.engine.report.groups import by_author
+    from tests.factory import Person
+
+    s = Scenario(tmp_path)
+    s.sync_fork()
+    s.upstream_pr(4, "Squashed by a named author", Person("Jee Jee Li", "jee@example.com"),
+                  files={"slime/a.py": "a = 1\n"})
+    s.upstream_pr(5, "Squashed with a noreply address",
+                  Person("Zilin Zhu", "1234+zhuzilin@users.noreply.github.com"),
+                  files={"slime/b.py": "b = 1\n"})
+    s.upstream_merge_pr(6, "Merged", Person("Robert B", "rb@example.com"), branch="stream",
+                        commits=[{"slime/c.py": "c = 1\n"}])
+    s.upstream_pr(7, "A name that is all mention", Person("@admins", "x@example.com"),
+                  files={"slime/d.py": "d = 1\n"})
+    entries = list_window(Git(s.upstream_git), s.cutoff, s.tip)
+    assert [(e.author, e.login) for e in entries] == [
+        ("Jee Jee Li", ""), ("Zilin Zhu", "zhuzilin"),
+        (entries[2].author, entries[2].login), ("@admins", "")]
+    assert entries[2].login == entries[2].author  # "Merge pull request #6 from <login>/stream"
+    shown = [by_author(e.to_json()) for e in entries]
+    assert shown[:2] == ["by Jee Jee Li", "@zhuzilin"]
+    assert shown[2] == f"@{entries[2].login}"
+    assert shown[3] == "by &#64;admins"  # renders as @admins and notifies nobody
+    # A plan saved before logins were kept: a login-shaped author was a login.
+    assert by_author({"author": "alice"}) == "@alice"
+    assert by_author({"author": "Jee Jee Li"}) == "by Jee Jee Li"

@@ -53,6 +53,10 @@ class WindowEntry:
     date: str  # ISO 8601 committer date
     summary: str = ""  # one line from the commit message body, if it has one
     files: tuple[str, ...] = ()  # upstream paths this PR changed (first-parent diff)
+    # The author's GitHub login where the commit tells it ("Merge pull request #N from
+    # login/branch", or a users.noreply.github.com address); "" when only a name is known,
+    # which is never written as an @-mention (it would notify whoever has that login).
+    login: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +68,7 @@ class WindowEntry:
             "kind": "pr" if self.number is not None else "commit",
             "summary": self.summary,
             "files": list(self.files),
+            "login": self.login,
         }
 
 
@@ -309,7 +314,8 @@ def plan_from_json(d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
         tip=d["tip"],
         ours=d["ours"],
         window=[WindowEntry(e["number"], e["title"], e["author"], e["sha"], e["date"],
-                            e.get("summary", ""), tuple(e.get("files", ())))
+                            e.get("summary", ""), tuple(e.get("files", ())),
+                            e.get("login", ""))
                 for e in d["window"]],
         files=[FileResult(f["path"], f["upstream_path"], Status(f["status"]),
                           [item_from_json(i) for i in f["review_items"]], f.get("policy"),

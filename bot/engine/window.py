@@ -14,6 +14,9 @@ TRAILER_WINDOW = "Upstream-Window"
 
 _SQUASH = re.compile(r"^(?P<title>.*?)\s*\(#(?P<n>\d+)\)\s*$")
 _MERGE = re.compile(r"^Merge pull request #(?P<n>\d+) from (?P<who>[^/\s]+)(?:/\S*)?")
+# GitHub's address for a user who keeps theirs private: [id+]login@users.noreply.github.com
+_NOREPLY = re.compile(r"^(?:\d+\+)?(?P<login>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))"
+                      r"@users\.noreply\.github\.com$", re.IGNORECASE)
 _SYNC_LINE = re.compile(
     r"^\s*Upstream-Sync:\s*(?P<repo>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-fA-F]{7,64})\s*$",
     re.MULTILINE | re.IGNORECASE)
@@ -133,7 +136,7 @@ def list_window(upstream: Git, cutoff: str, tip: str) -> list[WindowEntry]:
     """Every PR (or PR-less commit) on the first-parent path from cutoff to tip, oldest first."""
     out = upstream.text(
         "log", "--first-parent", "--reverse",
-        f"--format=%H{_US}%an{_US}%cI{_US}%P{_US}%s{_US}%b{_RS}",
+        f"--format=%H{_US}%an{_US}%ae{_US}%cI{_US}%P{_US}%s{_US}%b{_RS}",
         f"{cutoff}..{tip}", "--",
     )
     files = upstream.start("-c", "core.quotePath=false", "log", "--first-parent",
@@ -144,8 +147,10 @@ def list_window(upstream: Git, cutoff: str, tip: str) -> list[WindowEntry]:
         record = record.lstrip("\n")
         if not record:
             continue
-        sha, author, date, parents, subject, body = record.split(_US, 5)
-        entries.append(_entry(sha, author, date, parents.split(), subject, body))
+        sha, author, email, date, parents, subject, body = record.split(_US, 6)
+        entry = _entry(sha, author, date, parents.split(), subject, body)
+        noreply = _NOREPLY.match(email)
+        entries.append(replace(entry, login=entry.login or (noreply["login"] if noreply else "")))
     changed: dict[str, tuple[str, ...]] = {}
     try:
         listing = files.output().decode("utf-8", "replace")
@@ -182,7 +187,7 @@ def _entry(sha: str, author: str, date: str, parents: list[str], subject: str,
         title = next((ln.strip() for ln in body.splitlines() if ln.strip()), subject)
         rest = body.split(title, 1)[-1] if title in body else body
         return WindowEntry(int(merge["n"]), title, merge["who"], sha, date,
-                           _summary(rest, title))
+                           _summary(rest, title), login=merge["who"])
     squash = _SQUASH.match(subject)
     if squash:
         return WindowEntry(int(squash["n"]), squash["title"], author, sha, date,

@@ -15,6 +15,7 @@ from bot.engine.follow import FOLLOW_MIN, twin_groups
 from bot.engine.model import inputs_label
 from bot.engine.report.groups import (
     Group,
+    by_author,
     drops_fork,
     follow_hint,
     group_items,
@@ -369,7 +370,7 @@ def _upstream_prs(plan: Json, limit: int | None = None) -> list[str]:
         ids = by_pr.get(e["number"], []) if e["number"] is not None else []
         tail = f" · items {id_list(ids)}" if ids else ""
         count = f" · {len(files)} file{'s' if len(files) != 1 else ''}" if files else ""
-        out.append(f"- **{num}** {_inline(e['title'])} (@{e['author']}){count}{tail}"
+        out.append(f"- **{num}** {_inline(e['title'])} ({by_author(e)}){count}{tail}"
                    + (f"  \n  {_inline(what)}" if what else ""))
     if len(shown) < len(window):
         out.append(f"- … {len(window) - len(shown)} more in the full report")

@@ -210,6 +210,23 @@ def _window(plan: Json) -> dict[int, Json]:
     return {e["number"]: e for e in plan.get("window", []) if e.get("number") is not None}
 
 
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
+
+
+def by_author(entry: Json) -> str:
+    """``@login`` where the window knows the author's GitHub login, else ``by Name``:
+    a git name is not a login, and ``@Jee Jee Li`` would notify the user ``Jee``. (A plan
+    saved before logins were recorded has only ``author``, which was a login where it
+    has a login's shape.)"""
+    login = entry.get("login")
+    if login is None and _LOGIN.fullmatch(str(entry.get("author", ""))):
+        login = entry["author"]
+    if login:
+        return f"@{login}"
+    name = str(entry.get("author", "")).replace("<", "&lt;").replace("@", "&#64;")
+    return f"by {name}" if name else "author unknown"
+
+
 def pr_label(plan: Json, prs: Sequence[int]) -> str:
     """``#2100 Remove bshd support (@alice)``, or several numbers."""
     window = _window(plan)
@@ -217,7 +234,7 @@ def pr_label(plan: Json, prs: Sequence[int]) -> str:
         e = window[prs[0]]
         # A title is people's text: no HTML of its own in our Markdown.
         title = str(e.get("title", "")).replace("<", "&lt;").replace("\n", " ")
-        return f"#{prs[0]} {title} (@{e.get('author', '')})"
+        return f"#{prs[0]} {title} ({by_author(e)})"
     return _prs(prs) or "no upstream PR"
 
 
