@@ -68,6 +68,15 @@ def test_checklist_ticks_resolved_files_and_shows_answers() -> None:
     assert "**Decide** (2, 0 open)" in body
 
 
+def test_counts_of_one_are_singular() -> None:
+    body = render_body(_plan(n_files=1))
+    assert "### Decisions: 1 item in 1 group\n" in body
+    assert "### Conflicts (1 file)\n" in body
+    body = render_body(_plan(n_files=2))
+    assert "### Decisions: 2 items in 1 group\n" in body  # one shape: one group
+    assert "### Conflicts (2 files)\n" in body
+
+
 def test_behind_upstream_is_shown() -> None:
     assert "Behind upstream by 3 PRs" in render_body(_plan(), behind=3)
 

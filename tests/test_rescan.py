@@ -318,6 +318,14 @@ def test_the_title_says_behind_upstream_whether_the_check_passes_or_not() -> Non
     assert summary.startswith("**Behind upstream by 1 PR**")
 
 
+def test_the_title_counts_one_residue_line_in_the_singular() -> None:
+    files = plan(("vime/a.py", [], 7))
+    one = [Remaining("vime/a.py", None, 3, 3, "sglang", residue=True)]
+    assert check_output(files, one)[1] == "Translation residue on 1 line"
+    two = [*one, Remaining("vime/a.py", None, 5, 5, "sglang", residue=True)]
+    assert check_output(files, two)[1] == "Translation residue on 2 lines"
+
+
 # -- every way to leave a region half-deleted ------------------------------------------------
 
 

@@ -139,7 +139,8 @@ def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
             f"- `{r.path}` L{r.start_line}: {r.message}" for r in orphans))
     residue = [r for r in remaining if r.residue]
     if residue:
-        extra.append(f"translation residue on {len(residue)} line(s)")
+        extra.append(f"translation residue on {len(residue)} line"
+                     f"{'s' if len(residue) != 1 else ''}")
         sections.append("**Translation residue** (upstream names in lines people changed)\n\n"
                         + "\n".join(f"- `{r.path}` L{r.start_line}: {r.message}"
                                      for r in residue))

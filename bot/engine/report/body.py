@@ -42,6 +42,11 @@ def _code(text: str) -> str:
     return f"`{text}`" if "`" not in text else f"`` {text} ``"
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``: a count with its noun in the right number."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
 def _prs(numbers: Iterable[int]) -> str:
     return ", ".join(f"#{n}" for n in numbers)
 
@@ -157,7 +162,7 @@ def _checklist(plan: Json, resolved: set[str], answers: dict[str, str],
     conflicted = [f for f in plan["files"] if f["status"] == "conflict"]
     if not conflicted:
         return ["### Conflicts", "", "No conflicts. :tada:"]
-    out = [f"### Conflicts ({len(conflicted)} files)", ""]
+    out = [f"### Conflicts ({_count(len(conflicted), 'file')})", ""]
     for f in conflicted:
         mark = "x" if file_done(f, resolved, answers) else " "
         ids = [i["id"] for i in f["review_items"]]
@@ -268,7 +273,8 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
     rows = workload_rows(open_items)
     table = ["| what it needs | items |", "|---|---|",
              *(f"| {need} | {id_list(ids)} |" for need, ids in rows), ""] if rows else []
-    out = [f"### Decisions: {len(items)} items in {len(groups)} groups", "", counts, "",
+    out = [f"### Decisions: {_count(len(items), 'item')} in {_count(len(groups), 'group')}", "",
+           counts, "",
            *(["**Open, by what each needs:**", "", *table] if rows else []),
            "The weightiest first: whole-file conflicts (modify/delete), files to port by hand, "
            "then conflict hunks by lines at stake. Each group says what we recommend; one "
