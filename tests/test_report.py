@@ -172,10 +172,27 @@ def test_body_counts_the_hunks_that_have_a_suggestion() -> None:
     # With no review posted, the plan's proposals are counted, and no one-click is claimed.
     assert "1 of 3 conflict hunks has a proposed resolution" in body
     assert "one-click" not in body
-    assert "1 of 3 conflict hunks has a one-click suggestion" in render_body(plan, one_click=1)
+    assert "1 of 3 conflict hunks has a one-click suggestion" in \
+        render_body(plan, one_click=["Q1"])
     # A proposal the review could not make one click (its region spans diff hunks).
     assert "0 of 3 conflict hunks have a one-click suggestion; 1 more has a proposal that " \
-        "`/sync answer <Qn> suggested` commits" in render_body(plan, one_click=0)
+        "`/sync answer <Qn> suggested` commits" in render_body(plan, one_click=[])
+
+
+def test_the_needs_table_promises_one_click_only_where_the_review_has_a_button() -> None:
+    plan = _plan(n_files=3)
+    for item in (f["review_items"][0] for f in plan["files"][:3]):
+        item["suggestion"] = "a\n"
+    # Q2's region spans two hunks of the PR diff: its thread has no suggestion block.
+    body = render_body(plan, posted=3, one_click=["Q1", "Q3"])
+    assert "| 2 starting points to check, one click each | Q1, Q3 |\n" in body
+    assert ("| 1 starting point to check, one command: `/sync answer Q2 suggested` | Q2 |\n"
+            in body)
+    # Before the review is posted no button is known, and none is promised.
+    body = render_body(plan)
+    assert "one click" not in body and "one-click" not in body
+    assert ("| 3 starting points to check, one command each: `/sync answer Qn suggested` "
+            "| Q1–Q3 |\n") in body
 
 
 def test_fence_is_longer_than_any_backtick_run() -> None:

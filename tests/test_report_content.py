@@ -320,14 +320,14 @@ def test_the_body_counts_open_items_by_what_each_needs_and_follows_the_answers()
     base = "def old(a):\n    x = f(a)\n    return x\n"
     deleted = _proposed(4, "vime/c.py", base.replace("f(a)", "f(a, v)"), base, "")
     plan = _plan_with([gone, start, by_hand, deleted])
-    body = render_body(plan)
+    body = render_body(plan, one_click=["Q2"])  # the review gave Q2 a suggestion button
     assert ("**Open, by what each needs:**\n\n| what it needs | items |\n|---|---|\n"
             "| 1 file one side deleted: keep or delete | Q1 |\n"
             "| 1 hunk to combine by hand (both edits shown as diffs) | Q3 |\n"
             "| 1 hunk with a recommended answer, one command each | Q4 |\n"
             "| 1 starting point to check, one click each | Q2 |\n\n") in body
     # The body is rendered again as items close: the table follows.
-    later = render_body(plan, resolved={"Q1", "Q2", "Q4"})
+    later = render_body(plan, resolved={"Q1", "Q2", "Q4"}, one_click=["Q2"])
     assert ("**Open, by what each needs:**\n\n| what it needs | items |\n|---|---|\n"
             "| 1 hunk to combine by hand (both edits shown as diffs) | Q3 |\n\n") in later
     assert render_body(plan, resolved={"Q1", "Q2", "Q3", "Q4"}).count("what it needs") == 0
@@ -414,7 +414,7 @@ def test_a_confirm_that_takes_upstreams_deletion_shows_the_forks_change_it_drops
     assert "245 of 274 such hunks (89%)" in text
     assert ("| 1 hunk in upstream's files where upstream's version is proposed (the fork's "
             "edit there is dropped, as people usually do in such files), one click each | Q7 |"
-            ) in render_body(_plan_with([item]))
+            ) in render_body(_plan_with([item]), one_click=["Q7"])
     assert ("Recommended: take upstream's version (#101) unless the fork still needs "
             "its change here (the comment shows it). `/sync answer Q7 suggested`"
             ) in render_body(_plan_with([item]))
@@ -432,7 +432,7 @@ def test_a_proposal_from_the_forks_file_says_what_its_click_leaves_out() -> None
     assert "It leaves out upstream's change (the first diff below)" in text
     assert text.index("```suggestion") < text.index("Upstream's change (base → theirs)")
     assert "+    return alloc(n, flags)" in text  # what the click drops is shown as a diff
-    body = render_body(_plan_with([item]))
+    body = render_body(_plan_with([item]), one_click=["Q5"])
     assert ("| 1 hunk in files that are mostly the fork's, with the fork's version proposed "
             "(upstream's change there is left out), one click each | Q5 |") in body
     # Any other starting point keeps the generic row and label.

@@ -206,8 +206,8 @@ def test_the_review_body_and_comments_name_their_items_and_the_suggestion_only_f
     assert file_comment["body"].startswith("**Q3 · Decide**")
     assert file_comment["body"].endswith(file_marker("f" * 40, "imgs/logo.png"))
     assert d.unplaced() == ["Q4"]
-    assert d.summary() == {"items": 4, "threads": 3, "suggestions": 1, "comments": 2,
-                           "files": 1, "unplaced": ["Q4"]}
+    assert d.summary() == {"items": 4, "threads": 3, "suggestions": 1, "one_click": ["Q1"],
+                           "comments": 2, "files": 1, "unplaced": ["Q4"]}
     body = review["body"]
     assert body.startswith("**forksync** · 3 threads for 4 review items of commit 1")
     assert "1 with a one-click suggestion" in body and "1 file-level comment" in body
@@ -259,6 +259,23 @@ def test_the_pr_body_never_claims_more_than_the_delivery() -> None:
     assert "0 of 2 review items have a review thread." in body
     assert "0 of 1 conflict hunk have a one-click suggestion; 1 more has a proposal" in body
     assert "review thread" not in pr_section(plan, {})  # no delivery known: no claim
+
+
+def test_the_pr_bodys_needs_table_says_one_click_only_for_threads_with_a_button() -> None:
+    # Both hunks have a starting point; Q2's region spans two hunks of the PR diff, so its
+    # thread sits on one line with no suggestion block: it is answered by a command.
+    plan = plan_of(item(id="Q1"), item(id="Q2", start_line=8, end_line=26))
+    d = build_delivery(plan, PrDiff.parse(DIFF), "f" * 40)
+    assert d.one_click() == ["Q1"]
+    body = pr_section(plan, {"delivery": d.summary(), "unanchored": d.unplaced()})
+    assert "| 1 starting point to check, one click each | Q1 |\n" in body
+    assert ("| 1 starting point to check, one command: `/sync answer Q2 suggested` | Q2 |\n"
+            in body)
+    # A state saved before the ids were recorded knows no button, and claims none.
+    old = {k: v for k, v in d.summary().items() if k != "one_click"}
+    body = pr_section(plan, {"delivery": old, "unanchored": d.unplaced()})
+    assert "one click each" not in body
+    assert "2 of 2 conflict hunks have a proposed resolution." in body
 
 
 # -- a real window with every kind of place ---------------------------------------------

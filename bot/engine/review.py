@@ -86,13 +86,20 @@ class Delivery:
         """Ids of the items with no thread (the review body and the PR body carry them)."""
         return [i for t in self.threads if t.where is Where.NONE for i in t.ids]
 
+    def one_click(self) -> list[str]:
+        """Ids of the items whose thread carries a ```suggestion``` block: a button that
+        resolves them in one click (a thread's block is its first item's, on its region)."""
+        comments = self.review.get("comments", [])
+        return [self.threads[k].ids[0] for k, c in zip(self.review_index, comments, strict=True)
+                if _SUGGESTION.search(c["body"])]
+
     def summary(self) -> Json:
         """Counts for the PR body: it never claims more than this."""
         by = {w: [t for t in self.threads if t.where is w] for w in Where}
+        one_click = self.one_click()
         return {"items": sum(len(t.ids) for t in self.threads),
                 "threads": sum(len(by[w]) for w in (Where.REGION, Where.LINE, Where.FILE)),
-                "suggestions": sum(1 for c in self.review.get("comments", [])
-                                   if _SUGGESTION.search(c["body"])),
+                "suggestions": len(one_click), "one_click": one_click,
                 "comments": len(by[Where.LINE]) + len(by[Where.REGION]),
                 "files": len(by[Where.FILE]), "unplaced": self.unplaced()}
 
@@ -232,7 +239,8 @@ def pr_section(plan_json: Json, sync: Json) -> str:
         report_url=sync.get("report_url"),
         posted=(sync["delivery"]["items"] - len(sync["delivery"]["unplaced"])
                 if sync.get("delivery") else None),
-        one_click=sync["delivery"]["suggestions"] if sync.get("delivery") else None)
+        # A state saved before the ids were recorded knows no button: none is claimed.
+        one_click=sync["delivery"].get("one_click") if sync.get("delivery") else None)
 
 
 def unanchored_lines(items: Sequence[Json]) -> list[str]:

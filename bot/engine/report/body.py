@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from bot.engine.follow import FOLLOW_MIN, twin_groups
@@ -92,7 +92,7 @@ def tip_reason(plan: Json) -> str:
 
 
 def _header(plan: Json, behind: int, posted: int | None,
-            one_click: int | None = None) -> list[str]:
+            one_click: Collection[str] | None = None) -> list[str]:
     up = plan["upstream"]
     window = plan["window"]
     prs = [e for e in window if e["number"] is not None]
@@ -176,11 +176,11 @@ def _checklist(plan: Json, resolved: set[str], answers: dict[str, str],
     return out
 
 
-def _suggestion_count(items: list[Json], one_click: int | None) -> str:
+def _suggestion_count(items: list[Json], one_click: Collection[str] | None) -> str:
     """What the review offers, counted: never more than there is.
 
-    ``one_click`` is how many suggestions the posted review carries; before it is
-    posted (or with no PR) only the plan's proposals are counted.
+    ``one_click`` is the ids of the items whose posted thread carries a suggestion;
+    before the review is posted (or with no PR) only the plan's proposals are counted.
     """
     hunks = [i for i in items if i.get("kind") == "conflict"]
     if not hunks:
@@ -196,10 +196,11 @@ def _suggestion_count(items: list[Json], one_click: int | None) -> str:
                 "resolution" + (f"; the others show {rest}" if proposed < len(hunks) else "."))
     if not proposed:
         return f" No conflict hunk has a one-click suggestion: each shows {rest}"
-    text = f" {one_click} of {n} {'has' if one_click == 1 else 'have'} a one-click suggestion"
-    if proposed > one_click:
+    clicks = sum(1 for i in hunks if i["id"] in one_click)
+    text = f" {clicks} of {n} {'has' if clicks == 1 else 'have'} a one-click suggestion"
+    if proposed > clicks:
         # A proposal on a region that spans several hunks of the diff cannot be one click.
-        text += (f"; {proposed - one_click} more {'has' if proposed - one_click == 1 else 'have'}"
+        text += (f"; {proposed - clicks} more {'has' if proposed - clicks == 1 else 'have'}"
                  " a proposal that `/sync answer <Qn> suggested` commits")
     return text + (f"; the others show {rest}" if proposed < len(hunks) else ".")
 
@@ -260,7 +261,7 @@ def _group_lines(g: Group, answers: dict[str, str], resolved: set[str],
 
 
 def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
-               compact: bool = False) -> list[str]:
+               compact: bool = False, one_click: Collection[str] | None = None) -> list[str]:
     items = [i for f in plan["files"] for i in f["review_items"]]
     if not items:
         return []
@@ -270,7 +271,7 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
     counts = " · ".join(f"**{t}** ({tiers[t]}, {open_tiers[t]} open)" for t in TIERS
                         if tiers[t])
     open_items = [i for i in items if _is_open(i, answers, resolved)]
-    rows = workload_rows(open_items)
+    rows = workload_rows(open_items, one_click)
     table = ["| what it needs | items |", "|---|---|",
              *(f"| {need} | {id_list(ids)} |" for need, ids in rows), ""] if rows else []
     out = [f"### Decisions: {_count(len(items), 'item')} in {_count(len(groups), 'group')}", "",
@@ -288,6 +289,10 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
 
 
 # What an open item asks of a person, most work first; each phrase takes the item count.
+# A need with a proposal (``_PROPOSED``) is two rows: the items whose review thread has a
+# suggestion button (one click each), and the others, which a command commits (a region
+# spanning several hunks of the PR diff has no button; nor has any item before the review
+# is posted, when no button is known and none is claimed).
 _NEEDS = [
     ("file", "{n} file{s} one side deleted: keep or delete"),
     ("file propose ours", "{n} file{s} the fork deleted and upstream changed, with the "
@@ -302,11 +307,11 @@ _NEEDS = [
     ("by hand", "{n} hunk{s} to combine by hand (both edits shown as diffs)"),
     ("answer", "{n} hunk{s} with a recommended answer, one command each"),
     ("fork file", "{n} hunk{s} in files that are mostly the fork's, with the fork's version "
-     "proposed (upstream's change there is left out), one click each"),
-    ("start", "{n} starting point{s} to check, one click each"),
+     "proposed (upstream's change there is left out)"),
+    ("start", "{n} starting point{s} to check"),
     ("drops fork", "{n} hunk{s} in upstream's files where upstream's version is proposed "
-     "(the fork's edit there is dropped, as people usually do in such files), one click each"),
-    ("proposal", "{n} proposal{s} to confirm, one click each"),
+     "(the fork's edit there is dropped, as people usually do in such files)"),
+    ("proposal", "{n} proposal{s} to confirm"),
     ("flag", "{n} flagged line{s} to keep, adapt or drop"),
 ]
 
@@ -328,34 +333,60 @@ def _need(item: Json) -> str:
     return "answer" if recommend(item)[1] else "by hand"
 
 
-def workload_rows(items: list[Json]) -> list[tuple[str, list[str]]]:
+_PROPOSED = ("fork file", "start", "drops fork", "proposal")
+
+
+def _how(key: str, ids: list[str]) -> str:
+    """How a row's proposals are committed: by their button, or by a command."""
+    if key.endswith(" click"):
+        return ", one click each"
+    if key.endswith(" command"):
+        return (f", one command: `/sync answer {ids[0]} suggested`" if len(ids) == 1
+                else ", one command each: `/sync answer Qn suggested`")
+    return ""
+
+
+def workload_rows(items: list[Json], one_click: Collection[str] | None = None
+                  ) -> list[tuple[str, list[str]]]:
     """The open items by what each needs of a person, most work first: the phrase with
     its count, and the items' ids (the table a hand-written sync PR keeps:
-    "Decide: Q26 · Q37 · Q43")."""
+    "Decide: Q26 · Q37 · Q43").
+
+    ``one_click`` is the ids whose posted thread has a suggestion button; only those are
+    said to take one click (None: no review posted, no button claimed).
+    """
     needs: dict[str, list[str]] = {}
     for i in items:
-        if i.get("kind") != "policy":
-            needs.setdefault(_need(i), []).append(str(i["id"]))
-    rows = []
-    for key, text in _NEEDS:
-        if key not in needs:
+        if i.get("kind") == "policy":
             continue
-        ids = needs[key]
-        phrase = text.format(n=len(ids), s="s" if len(ids) != 1 else "")
-        if key.startswith(("file confirm", "file propose")):
-            many = len(ids) > 1
-            does = (f"confirms {'all' if many else 'it'}" if key.startswith("file confirm")
-                    else f"takes it{' for all' if many else ''}")
-            phrase += (f": one command {does}, "
-                       f"`/sync answer {id_ranges(ids)} {key.rsplit(' ', 1)[1]}`")
-        rows.append((phrase, ids))
+        need = _need(i)
+        if need in _PROPOSED:
+            need += " click" if one_click is not None and i["id"] in one_click else " command"
+        needs.setdefault(need, []).append(str(i["id"]))
+    rows = []
+    for base, text in _NEEDS:
+        for key in (f"{base} click", f"{base} command") if base in _PROPOSED else (base,):
+            if key in needs:
+                rows.append((_phrase(key, text, needs[key]), needs[key]))
     return rows
 
 
-def workload(items: list[Json]) -> str:
+def _phrase(key: str, text: str, ids: list[str]) -> str:
+    """One row's phrase: the need with its count, and how its items are answered."""
+    phrase = text.format(n=len(ids), s="s" if len(ids) != 1 else "") + _how(key, ids)
+    if key.startswith(("file confirm", "file propose")):
+        many = len(ids) > 1
+        does = (f"confirms {'all' if many else 'it'}" if key.startswith("file confirm")
+                else f"takes it{' for all' if many else ''}")
+        phrase += (f": one command {does}, "
+                   f"`/sync answer {id_ranges(ids)} {key.rsplit(' ', 1)[1]}`")
+    return phrase
+
+
+def workload(items: list[Json], one_click: Collection[str] | None = None) -> str:
     """The open items counted by what each needs of a person: the size of the job, at a
     glance, the way a hand-written sync PR says "3 genuine decisions + 6 to confirm"."""
-    return " · ".join(need for need, _ in workload_rows(items))
+    return " · ".join(need for need, _ in workload_rows(items, one_click))
 
 
 def _upstream_prs(plan: Json, limit: int | None = None) -> list[str]:
@@ -438,14 +469,14 @@ def _unanchored(items: list[str]) -> list[str]:
 def render_section(plan: Json, *, resolved: set[str] | None = None,
                    answers: dict[str, str] | None = None, behind: int = 0,
                    unanchored: list[str] | None = None, report_url: str | None = None,
-                   posted: int | None = None, one_click: int | None = None,
+                   posted: int | None = None, one_click: Collection[str] | None = None,
                    resolutions: dict[str, str] | None = None, limit: int = BODY_LIMIT) -> str:
     """The bot's own section of the PR body, between the delimiters, within ``limit``.
 
     ``posted`` is how many review items got a thread (the publisher knows); the body
     claims no more than that, and nothing about threads when it is None. ``one_click``
-    is how many of those threads carry a suggestion; with None only the plan's
-    proposals are counted.
+    is the ids of the items whose thread carries a suggestion (a button); with None no
+    button is claimed, and only the plan's proposals are counted.
     """
     resolved = resolved or set()
     answers = answers or {}
@@ -453,7 +484,7 @@ def render_section(plan: Json, *, resolved: set[str] | None = None,
     def parts(compact: bool, window: int | None, paths: int | None,
               note: list[str]) -> list[list[str]]:
         return [_header(plan, behind, posted, one_click), note, _counts(plan), _warnings(plan),
-                _decisions(plan, resolved, answers, compact),
+                _decisions(plan, resolved, answers, compact, one_click),
                 _checklist(plan, resolved, answers, resolutions or {}),
                 workflow_changes(plan, limit=2_000 if compact else WORKFLOW_DIFF_LIMIT),
                 _unanchored(unanchored or []),
