@@ -202,14 +202,46 @@ def test_fence_is_longer_than_any_backtick_run() -> None:
 def test_check_output_counts_markers_and_decisions() -> None:
     plan = _plan()
     title, summary = render_check_output(plan, {"vime/f0.py": 2}, [plan["files"][1]
-                                                                    ["review_items"][0]])
-    assert title.startswith("2 conflict marker regions in 1 file, 1 open decision")
-    assert "`vime/f0.py`: 2" in summary and "Q2" in summary
-    # The open decision is a hunk with no proposal and no side to recommend.
-    assert "By what each needs: 1 hunk to combine by hand (both edits shown as diffs)." \
+                                                                    ["review_items"][0]],
+                                         open_regions=["Q1"])
+    # One region is the plan's Q1; the other is one the plan does not know.
+    assert title == ("2 conflict regions still open (Q1 and 1 more) in 1 file; "
+                     "1 other open decision (Q2)")
+    assert "`vime/f0.py`: 2 (Q1)" in summary and "Q2" in summary
+    # Q1's region and the open decision Q2 are hunks with no proposal and no side to
+    # recommend (the region the plan does not know is not counted by what it needs).
+    assert "By what each needs: 2 hunks to combine by hand (both edits shown as diffs)." \
         in summary
     done_title, _ = render_check_output(plan, {}, [])
     assert done_title == "All conflicts resolved"
+
+
+def test_the_check_counts_open_items_as_the_pr_body_does_and_names_them() -> None:
+    from bot.engine.gate import check_output, initial_remaining
+
+    plan = _plan(n_files=3)
+    for f in plan["files"][:3]:  # one region in each of 3 files, all Decide
+        f["review_items"][0]["suggestion"] = "a\n"
+    plan["files"][2]["review_items"][0]["rule"] = "add/add"
+    body = render_body(plan)
+    assert "**Decide** (3, 3 open)" in body
+    conclusion, title, summary = check_output(plan, initial_remaining(plan, {}))
+    assert conclusion == "failure"
+    assert title == "3 conflict regions still open (Q1–Q3) in 3 files; no other open decisions"
+    assert summary.startswith(f"Sync of THUDM/slime #100..#102 is not finished: {title}.")
+    # The check's one line counts what the body's table counts, with no button claimed.
+    assert ("By what each needs: 1 file both sides added: keep one version · 2 starting "
+            "points to check, one command each: `/sync answer Qn suggested`.") in summary
+    assert "| 2 starting points to check, one command each: `/sync answer Qn suggested` " \
+        "| Q1–Q2 |" in body
+    assert "- `vime/f1.py`: 1 (Q2)" in summary
+
+
+def test_the_checks_title_names_a_few_ids_and_counts_the_rest() -> None:
+    ids = [f"Q{2 * k + 1}" for k in range(200)]  # no two consecutive: no ranges
+    title, _ = render_check_output(_plan(), {"vime/f0.py": 200}, [], open_regions=ids)
+    assert title.startswith("200 conflict regions still open (Q1, Q3, Q5, ")
+    assert " more) in 1 file; no other open decisions" in title and len(title) < 160
 
 
 def test_plan_json_roundtrip_is_stable() -> None:

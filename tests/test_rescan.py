@@ -301,7 +301,7 @@ def test_whole_file_messages_reach_the_check_summary() -> None:
     result = scan(WHOLE_PLAN, {}, {}, answers={},
                   entries={"vime/gone.py": (THEIRS, MINE), "imgs/arch.png": (FORK_PNG, FORK_PNG)})
     conclusion, title, summary = check_output(WHOLE_PLAN, result.remaining)
-    assert conclusion == "failure" and title.endswith("2 open decisions")
+    assert conclusion == "failure" and title == "2 open decisions (Q1–Q2)"
     assert "**Q1** `vime/gone.py`: " in summary and "neither side's version" in summary
 
 

@@ -115,9 +115,12 @@ def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
                  behind: int = 0) -> tuple[str, str, str]:
     """(conclusion, title, summary) of the ``forksync`` check."""
     markers: dict[str, int] = {}
+    open_regions: list[str] = []  # the items whose regions remain (the PR body's open ones)
     for r in remaining:
         if r.region:
             markers[r.path] = markers.get(r.path, 0) + 1
+            if r.item_id is not None:
+                open_regions.append(r.item_id)
     items = {i["id"]: i for f in plan_json.get("files", []) for i in f.get("review_items", [])}
     decisions = [items[r.item_id] for r in remaining
                  if not r.marker and not r.orphan and r.item_id is not None
@@ -145,8 +148,9 @@ def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
                         + "\n".join(f"- `{r.path}` L{r.start_line}: {r.message}"
                                      for r in residue))
     if markers or decisions or not extra:
-        title, summary = render_check_output(plan_json, markers, decisions)
-        title = ", ".join([title, *extra])
+        title, summary = render_check_output(plan_json, markers, decisions,
+                                             open_regions=open_regions)
+        title = "; ".join([title, *extra])
     else:
         title = extra[0][0].upper() + ", ".join(extra)[1:]
         summary = (f"Sync of {plan_json['upstream']['repo']} "

@@ -10,7 +10,8 @@ signatures are kept stable:
   review-thread body for a group of items; the ```suggestion``` block is for ``anchor``'s
   region; ``blob_url`` (the file at the sync commit) is linked where a long side is cut.
   ``render_review_comment(item, plan=None, *, blob_url=None)`` is the one-item case.
-- ``render_check_output(plan, remaining_markers, open_decisions) -> (title, summary)`` and
+- ``render_check_output(plan, remaining_markers, open_decisions, *, open_regions) ->
+  (title, summary)`` (the open items named by id, counted as the PR body counts them) and
   ``warning_annotations(plan) -> list[annotation]``: the check run.
 - ``group_items(plan, *, skip) -> list[Group]``: items grouped (by upstream PR and shape)
   and ranked, each group with its recommended action and one ``/sync answer`` command.

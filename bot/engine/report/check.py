@@ -6,40 +6,85 @@ decision is left (the caller counts them); warnings never turn it green or red.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from bot.engine.report.body import _code, _decision_line, workload
-from bot.engine.report.groups import group_items, id_list
+from bot.engine.report.groups import group_items, id_list, id_number
 from bot.engine.report.limits import CHECK_SUMMARY_LIMIT, balanced_cut
 
 Json = dict[str, Any]
+_TITLE_IDS = 80  # characters of ids a title names before it counts the rest
+
+
+def _n(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def _named(ids: Sequence[str], unknown: int = 0) -> str:
+    """`` (Q1–Q10)``, `` (Q1, Q3, … and 40 more)``: the ids a count is of, for a title."""
+    ids = sorted(set(ids), key=id_number)
+    head = ids
+    while len(head) > 1 and len(id_list(head)) > _TITLE_IDS:
+        head = head[: len(head) // 2]
+    more = len(ids) - len(head) + unknown
+    if not head:
+        return ""
+    return f" ({id_list(head)}{f' and {more} more' if more else ''})"
+
+
+def open_title(markers: dict[str, int], regions: Sequence[str],
+               decisions: Sequence[Json]) -> str:
+    """What is still open, counted as the PR body counts it (its open items are these
+    regions and decisions together), each count with its ids."""
+    n = sum(markers.values())
+    decided = [str(i["id"]) for i in decisions]
+    if not n:
+        return f"{_n(len(decided), 'open decision')}{_named(decided)}"
+    title = (f"{_n(n, 'conflict region')} still open{_named(regions, n - len(regions))} "
+             f"in {_n(len(markers), 'file')}; ")
+    return title + (f"{_n(len(decided), 'other open decision')}{_named(decided)}"
+                    if decided else "no other open decisions")
 
 
 def render_check_output(plan: Json, remaining_markers: dict[str, int],
-                        open_decisions: list[Json]) -> tuple[str, str]:
-    """Title and summary of the ``forksync`` check run."""
+                        open_decisions: list[Json], *,
+                        open_regions: Sequence[str] = ()) -> tuple[str, str]:
+    """Title and summary of the ``forksync`` check run.
+
+    ``open_regions`` is the ids of the items whose marker regions remain (a region the
+    plan does not know is only counted, in ``remaining_markers``).
+    """
     markers = sum(remaining_markers.values())
     warnings = _warning_lines(plan)
     if not markers and not open_decisions:
         return ("All conflicts resolved", f"No conflict markers or open decisions remain in "
                 f"the sync of {plan['upstream']['repo']} {plan['window_label']}."
                 + ("\n\n" + "\n".join(warnings) if warnings else ""))
-    title = (f"{markers} conflict marker region{'s' if markers != 1 else ''} in "
-             f"{len(remaining_markers)} file{'s' if len(remaining_markers) != 1 else ''}, "
-             f"{len(open_decisions)} open decision{'s' if len(open_decisions) != 1 else ''}")
-    lines = [f"Sync of {plan['upstream']['repo']} {plan['window_label']} is not finished.", ""]
+    title = open_title(remaining_markers, open_regions, open_decisions)
+    items = {str(i["id"]): i for f in plan.get("files", []) for i in f.get("review_items", [])}
+    lines = [f"Sync of {plan['upstream']['repo']} {plan['window_label']} is not finished: "
+             f"{title}.", ""]
+    # The same table as the PR body's "Open, by what each needs", on one line.
+    open_items = [items[i] for i in open_regions if i in items]
+    known = {str(i["id"]) for i in open_items}
+    open_items += [i for i in open_decisions if str(i["id"]) not in known]
+    work = workload(open_items)
+    if work:
+        lines += [f"By what each needs: {work}.", ""]
     if remaining_markers:
-        lines += ["**Files with conflict markers**", ""]
-        lines += [f"- {_code(p)}: {n}" for p, n in sorted(remaining_markers.items())]
+        by_path: dict[str, list[str]] = {}
+        for i in open_regions:
+            if i in items:
+                by_path.setdefault(str(items[i]["path"]), []).append(i)
+        lines += ["**Conflict regions still open**, by file", ""]
+        lines += [f"- {_code(p)}: {n}" + (f" ({id_list(by_path[p])})" if p in by_path else "")
+                  for p, n in sorted(remaining_markers.items())]
         lines.append("")
     if open_decisions:
         lines += ["**Open decisions**, the weightiest first", ""]
-        work = workload(open_decisions)
-        if work:
-            lines += [f"By what each needs: {work}.", ""]
         open_ids = {str(i["id"]) for i in open_decisions}
-        skip = {str(i["id"]) for f in plan.get("files", []) for i in f.get("review_items", [])
-                } - open_ids
+        skip = set(items) - open_ids
         groups = group_items(plan, skip=skip)
         known = {i for g in groups for i in g.ids}
         for g in groups:
