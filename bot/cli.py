@@ -429,7 +429,7 @@ def _write_preview(args: argparse.Namespace, result: Any) -> Path:
     diff = local_diff(result.plan.work_git_dir, result.plan.ours, result.commit)
     # With no GitHub there is no URL for an overflow report: the body names the file.
     preview = build_preview(plan_json, diff, result.commit, title=pr_title(plan_json),
-                            branch=result.branch)
+                            branch=result.branch, report_path=result.report_path)
     out = _preview_dir(args.preview)
     for name, text in preview.files().items():
         _write(str(out / name), text, "the preview file")

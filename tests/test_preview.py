@@ -77,6 +77,14 @@ def test_the_preview_is_the_request_bodies_for_commit_1(preview: dict[str, Any])
     body = (out / "pr.md").read_text()
     assert "5 of 7 review items have a review thread" in body
     assert "**Q1** `docker/Dockerfile`" in body and "**Q2** `imgs/arch.png`" in body
+    # Only Q7's thread has a suggestion button; Q6's proposal spans 2 hunks of the diff.
+    assert "(upstream's change there is left out), one command: `/sync answer Q6 suggested` " \
+        "| Q6 |\n" in body
+    assert "| 1 starting point to check, one click each | Q7 |\n" in body
+    # The check counts the open items as the body does ("Decide (6, 6 open)"), by id.
+    assert "**Decide** (6, 6 open)" in body
+    assert check["output"]["title"] == ("2 conflict regions still open (Q6–Q7) in 1 file; "
+                                        "4 other open decisions (Q2–Q5)")
 
 
 def test_a_preview_that_cannot_be_written_is_one_line_on_stderr(tmp_path: Path) -> None:

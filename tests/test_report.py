@@ -12,8 +12,10 @@ from bot.engine.report import (
     END,
     fence,
     merge_body,
+    needs_overflow,
     render_body,
     render_check_output,
+    render_markdown,
     render_review_comment,
 )
 
@@ -87,6 +89,47 @@ def test_huge_plan_stays_under_the_limit_and_links_the_report() -> None:
     assert len(body) <= BODY_LIMIT
     assert body.startswith(BEGIN) and body.rstrip().endswith(END)
     assert "r.md" in body
+
+
+def _with_new_files(plan: dict[str, Any], n: int) -> dict[str, Any]:
+    plan["files"] += [{"path": f"vime/new{k}.py", "upstream_path": f"slime/new{k}.py",
+                       "status": "new", "policy": None, "note": "", "binary": False,
+                       "review_items": []} for k in range(n)]
+    return plan
+
+
+def test_a_body_that_fits_lists_every_file_and_names_no_report() -> None:
+    body = render_body(_with_new_files(_plan(), 59))  # 60 new files: more than 40
+    assert "<details><summary>New in the fork: 60 files</summary>" in body
+    assert "- `vime/new58.py`" in body
+    assert "full report" not in body and " more" not in body
+
+
+def test_a_shortened_body_names_a_report_only_when_one_was_written() -> None:
+    plan = _with_new_files(_plan(n_files=900, n_window=3000), 100)
+    assert needs_overflow(plan)
+    # The report file itself lists everything.
+    report = render_markdown(plan)
+    assert "- `vime/new99.py`" in report and "- **#3099** PR 2999 | pipes" in report
+    assert "full report" not in report and " more" not in report
+    url = "https://example.test/blob/x/.forksync/reports/r.md"
+    body = render_body(plan, report_url=url)
+    assert len(body) <= BODY_LIMIT
+    assert f"The full report is in [r.md]({url})." in body
+    assert f"more: the full report, [r.md]({url}), lists them" in body
+    # With no GitHub (the CLI's preview) the body names the file commit 1 holds.
+    from bot.engine.review import pr_section
+
+    body = pr_section(plan, {"report_path": ".forksync/reports/r.md"})
+    assert "The full report is in `.forksync/reports/r.md` on this branch." in body
+    # No report was written (the body grew past the limit after commit 1): none is named,
+    # and each cut list says where its rest is.
+    body = render_body(plan)
+    assert len(body) <= BODY_LIMIT
+    assert "full report" not in body and "report file on this branch" not in body
+    assert "no report file was written for this sync" in body
+    assert "more: the PR's *Files changed* tab has them all" in body
+    assert "more: `git log aaaaaaaaaa..bbbbbbbbbb` in `THUDM/slime` has them" in body
 
 
 def test_merge_body_rewrites_only_the_bot_section() -> None:

@@ -166,6 +166,19 @@ def test_a_comment_stays_within_the_limit_and_balanced(ours: str, theirs: str, b
         assert "lines shown; see [the whole file at the sync commit]" in text
 
 
+def test_a_cut_side_says_where_it_is_whole_and_never_names_a_report() -> None:
+    long = "".join(f"line {k}\n" for k in range(2000))
+    item = _conflict(1, "vime/a.py", "b\n", long, "o\n", [101])
+    text = render_comment([item], _plan())
+    assert ("*the theirs diff: " in text and " lines shown; the conflict region, L10–15 of "
+            "`vime/a.py` at commit 1, has each side whole.*") in text
+    assert "full report" not in text
+    manual = _item(2, "vime/m.py", kind="manual")
+    manual.update(theirs=long, start_line=None, end_line=None)
+    text = render_comment([manual], _plan())
+    assert "lines shown.*" in text and "full report" not in text
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 1500), title=_text)
 def test_a_huge_body_and_check_stay_within_the_limits(n: int, title: str) -> None:

@@ -53,12 +53,15 @@ def _json(data: Any) -> str:
 
 
 def build_preview(plan_json: Json, diff_text: str, commit: str, *, title: str, branch: str,
-                  report_url: str | None = None) -> Preview:
-    """What the App posts for commit 1 of ``plan_json``: a new PR, nothing answered yet."""
+                  report_url: str | None = None, report_path: str | None = None) -> Preview:
+    """What the App posts for commit 1 of ``plan_json``: a new PR, nothing answered yet.
+
+    ``report_path`` is the report file commit 1 holds, if the body overflowed (with no
+    GitHub there is no URL to link: the body names the file)."""
     diff = PrDiff.parse(diff_text)
     delivery = build_delivery(plan_json, diff, commit)
     sync = {"delivery": delivery.summary(), "unanchored": delivery.unplaced(),
-            "report_url": report_url}
+            "report_url": report_url, "report_path": report_path}
     remaining = initial_remaining(plan_json, {})
     batches = annotation_batches(plan_json, remaining)
     return Preview(title, branch, plan_json, pr_section(plan_json, sync), diff, delivery,

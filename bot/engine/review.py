@@ -236,7 +236,7 @@ def pr_section(plan_json: Json, sync: Json) -> str:
         answers=dict(sync.get("answers", {})), behind=int(sync.get("behind", 0)),
         resolutions=dict(sync.get("resolutions", {})),
         unanchored=unanchored_lines([i for i in plan_items(plan_json) if i["id"] in unplaced]),
-        report_url=sync.get("report_url"),
+        report_url=sync.get("report_url"), report_path=sync.get("report_path"),
         posted=(sync["delivery"]["items"] - len(sync["delivery"]["unplaced"])
                 if sync.get("delivery") else None),
         # A state saved before the ids were recorded knows no button: none is claimed.

@@ -3,9 +3,11 @@
 The seam with the publisher (and ``forksync sync --preview``) is these functions; their
 signatures are kept stable:
 
-- ``render_section(plan, *, resolved, answers, behind, unanchored, report_url, posted,
-  limit) -> str``: the bot's section of the PR body (``render_body`` is the same for a
-  new PR). ``posted`` is how many items got a thread; the body claims no more.
+- ``render_section(plan, *, resolved, answers, behind, unanchored, report_url,
+  report_path, posted, one_click, limit) -> str``: the bot's section of the PR body
+  (``render_body`` is the same for a new PR). ``posted`` is how many items got a thread
+  and ``one_click`` which have a suggestion button; the body claims no more. A report
+  file is named only when one was written (``report_url`` or ``report_path``).
 - ``render_comment(items, plan=None, *, anchor=None, blob_url=None, limit) -> str``: one
   review-thread body for a group of items; the ```suggestion``` block is for ``anchor``'s
   region; ``blob_url`` (the file at the sync commit) is linked where a long side is cut.

@@ -33,7 +33,7 @@ BEGIN = "<!-- forksync:begin -->"
 END = "<!-- forksync:end -->"
 STATUS_ORDER = ["clean", "conflict", "new", "deleted", "renamed", "skipped", "unchanged"]
 TIERS = ["Decide", "Confirm", "Settled"]
-LIST_LIMIT = 40  # paths listed per status before "and N more"
+LIST_LIMIT = 40  # paths listed per status before "and N more", in a shortened body
 
 Json = dict[str, Any]
 
@@ -389,8 +389,13 @@ def workload(items: list[Json], one_click: Collection[str] | None = None) -> str
     return " · ".join(need for need, _ in workload_rows(items, one_click))
 
 
-def _upstream_prs(plan: Json, limit: int | None = None) -> list[str]:
-    """One line per upstream PR: title, author, summary, its files, and its review items."""
+def _upstream_prs(plan: Json, limit: int | None = None, report: str | None = None
+                  ) -> list[str]:
+    """One line per upstream PR: title, author, summary, its files, and its review items.
+
+    Past ``limit``, the rest are counted, and said to be in ``report`` (the report file)
+    if one was written, or else in the upstream's history, where they are.
+    """
     window = plan["window"]
     by_pr: dict[int, list[str]] = {}
     for f in plan["files"]:
@@ -410,7 +415,10 @@ def _upstream_prs(plan: Json, limit: int | None = None) -> list[str]:
         out.append(f"- **{num}** {_inline(e['title'])} ({by_author(e)}){count}{tail}"
                    + (f"  \n  {_inline(what)}" if what else ""))
     if len(shown) < len(window):
-        out.append(f"- … {len(window) - len(shown)} more in the full report")
+        rest = (f"the full report, {report}, lists them" if report else
+                f"`git log {plan['cutoff'][:10]}..{plan['tip'][:10]}` in "
+                f"`{plan['upstream']['repo']}` has them")
+        out.append(f"- … {len(window) - len(shown)} more: {rest}")
     out += ["", "</details>"]
     return out
 
@@ -429,8 +437,10 @@ def _inline(text: str) -> str:
     return text.replace("<", "&lt;").replace("\n", " ")
 
 
-def _paths(plan: Json, limit: int | None = LIST_LIMIT) -> list[str]:
-    """New, deleted and renamed files, each a list a reviewer can scan."""
+def _paths(plan: Json, limit: int | None = None, report: str | None = None) -> list[str]:
+    """New, deleted and renamed files, each a list a reviewer can scan: all of them, or
+    ``limit`` of each and where the rest are (the report file, if one was written; the
+    PR's diff has them all in any case)."""
     out: list[str] = []
     for status, label in (("new", "New in the fork"), ("deleted", "Deleted by upstream"),
                           ("renamed", "Renamed by upstream")):
@@ -443,7 +453,9 @@ def _paths(plan: Json, limit: int | None = LIST_LIMIT) -> list[str]:
         out += [f"- {_code(f['path'])}" + (f" ({f['note']})" if f.get("note") else "")
                 for f in shown]
         if len(shown) < len(files):
-            out.append(f"- … {len(files) - len(shown)} more in the full report")
+            rest = (f"the full report, {report}, lists them" if report
+                    else "the PR's *Files changed* tab has them all")
+            out.append(f"- … {len(files) - len(shown)} more: {rest}")
         out += ["", "</details>", ""]
     return out[:-1] if out else []
 
@@ -469,9 +481,14 @@ def _unanchored(items: list[str]) -> list[str]:
 def render_section(plan: Json, *, resolved: set[str] | None = None,
                    answers: dict[str, str] | None = None, behind: int = 0,
                    unanchored: list[str] | None = None, report_url: str | None = None,
+                   report_path: str | None = None,
                    posted: int | None = None, one_click: Collection[str] | None = None,
                    resolutions: dict[str, str] | None = None, limit: int = BODY_LIMIT) -> str:
     """The bot's own section of the PR body, between the delimiters, within ``limit``.
+
+    Everything is listed when it fits. A shortened body names the report file only when
+    one was written (``report_url``, or ``report_path`` on the sync branch with no URL
+    to link); otherwise each cut says where the rest can be seen.
 
     ``posted`` is how many review items got a thread (the publisher knows); the body
     claims no more than that, and nothing about threads when it is None. ``one_click``
@@ -488,22 +505,33 @@ def render_section(plan: Json, *, resolved: set[str] | None = None,
                 _checklist(plan, resolved, answers, resolutions or {}),
                 workflow_changes(plan, limit=2_000 if compact else WORKFLOW_DIFF_LIMIT),
                 _unanchored(unanchored or []),
-                _paths(plan, paths), _upstream_prs(plan, window)]
+                _paths(plan, paths, report), _upstream_prs(plan, window, report)]
 
-    text = _join(parts(False, None, LIST_LIMIT, []))
+    report = (f"[{report_url.rsplit('/', 1)[-1]}]({report_url})" if report_url
+              else f"`{report_path}` on this branch" if report_path else None)
+    text = _join(parts(False, None, None, []))
     if len(text) <= limit:
         return text
-    link = (f"The full report is in [{report_url.rsplit('/', 1)[-1]}]({report_url})."
-            if report_url else "The full report is in the report file on this branch.")
-    note = ["> [!IMPORTANT]", f"> This body is shortened to fit GitHub's limit. {link}"]
-    for window, paths in ((50, 20), (10, 5), (0, 0)):
-        text = _join(parts(True, window, paths, note))
+    link = f"The full report is in {report}." if report else ""
+
+    def note(compact: bool) -> list[str]:
+        if report:
+            return ["> [!IMPORTANT]", f"> This body is shortened to fit GitHub's limit. {link}"]
+        return ["> [!IMPORTANT]", "> This body is shortened to fit GitHub's limit, and no "
+                "report file was written for this sync: each list cut here says where the "
+                "rest is." + (" The decisions are listed by group, without each item's own "
+                              "line: its review comment has it." if compact else "")]
+
+    for compact, window, paths in ((False, None, LIST_LIMIT), (True, 50, 20), (True, 10, 5),
+                                   (True, 0, 0)):
+        text = _join(parts(compact, window, paths, note(compact)))
         if len(text) <= limit:
             return text
     # Still too long: cut at a line end, closing what the cut left open, delimiters kept.
     inner = text[len(BEGIN) + 1: -len(END) - 1]
     return f"{BEGIN}\n" + balanced_cut(inner, limit - len(BEGIN) - len(END) - 2,
-                                       f"… (truncated) {link}") + f"\n{END}"
+                                       f"… (truncated to fit GitHub's limit) {link}".rstrip()
+                                       ) + f"\n{END}"
 
 
 def _join(parts: list[list[str]]) -> str:

@@ -71,9 +71,13 @@ def _diff_lines(text: str) -> list[str]:
 def _sides(item: Json, budget: int, url: str | None) -> str:
     """What each side changed, as short diffs cut to ``budget`` with a link: open on a
     Decide item, folded in a ``<details>`` otherwise. An add/add diffs the two versions."""
+    # Where a cut diff can be read whole: commit 1's region has every side (diff3).
+    where = (f"the conflict region, L{item['start_line']}–{item['end_line']} of "
+             f"`{item['path']}` at commit 1, has each side whole"
+             if item.get("start_line") is not None else None)
     if item.get("rule") == "add/add":
         text, note = cut_side(change_diff(item.get("ours") or "", item.get("theirs") or "",
-                                          "ours", "theirs"), budget, url, "the diff")
+                                          "ours", "theirs"), budget, url, "the diff", where)
         return "\n\n".join(["How upstream's version (theirs) differs from the fork's (ours):",
                              fence(text, "diff"), *([note] if note else []),
                              f"`/sync resolve {item['path']} ours` (or `theirs`) takes one "
@@ -82,7 +86,7 @@ def _sides(item: Json, budget: int, url: str | None) -> str:
     for label, key in (("Upstream's change (base → theirs):", "theirs"),
                        ("The fork's change (base → ours):", "ours")):
         diff = change_diff(item.get("base") or "", item.get(key) or "", "base", key)
-        text, note = cut_side(diff, budget, url, f"the {key} diff")
+        text, note = cut_side(diff, budget, url, f"the {key} diff", where)
         parts += [label, fence(text, "diff"), *([note] if note else [])]
     if item.get("tier") == "Decide" or drops_fork(item):
         return "\n\n".join(parts)
@@ -232,7 +236,7 @@ def render_comment(items: list[Json], plan: Json | None = None, *, anchor: str |
         text = "\n\n".join(blocks)
         if len(text) <= limit:
             return text
-    return balanced_cut(text, limit, "… (shortened: see the full report)")
+    return balanced_cut(text, limit, "… (shortened to fit GitHub's limit)")
 
 
 def _group_header(items: list[Json]) -> str:

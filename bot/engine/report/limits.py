@@ -20,11 +20,13 @@ def fence(text: str, info: str = "") -> str:
     return f"{ticks}{info}\n{body}{ticks}"
 
 
-def cut_side(text: str, limit: int, url: str | None, what: str) -> tuple[str, str]:
+def cut_side(text: str, limit: int, url: str | None, what: str,
+             where: str | None = None) -> tuple[str, str]:
     """``text`` cut at a line end to about ``limit`` characters, and a note saying so.
 
     The note goes outside the fence (inside it would read as code); it links the whole
-    file at the sync commit when ``url`` is given.
+    file at the sync commit when ``url`` is given, or else says ``where`` the rest can
+    be seen, if anywhere: never a report that may not exist.
     """
     if len(text) <= limit:
         return text, ""
@@ -32,8 +34,9 @@ def cut_side(text: str, limit: int, url: str | None, what: str) -> tuple[str, st
     cut = cut[: cut.rfind("\n") + 1] or cut
     shown = cut.count("\n")
     total = text.count("\n") + (0 if text.endswith("\n") else 1)
-    where = f" [the whole file at the sync commit]({url})" if url else " the full report"
-    return cut, f"*{what}: {shown} of {total} lines shown; see{where}.*"
+    rest = (f"; see [the whole file at the sync commit]({url})" if url
+            else f"; {where}" if where else "")
+    return cut, f"*{what}: {shown} of {total} lines shown{rest}.*"
 
 
 def _step(line: str, fence_open: str | None, details: int) -> tuple[str | None, int]:
