@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bot.engine.report.body import _code, _decision_line, workload
+from bot.engine.report.body import _code, _count, _decision_line, workload
 from bot.engine.report.groups import group_items, id_list, id_number
 from bot.engine.report.limits import CHECK_SUMMARY_LIMIT, balanced_cut
 
@@ -17,12 +17,9 @@ Json = dict[str, Any]
 _TITLE_IDS = 80  # characters of ids a title names before it counts the rest
 
 
-def _n(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' if n != 1 else ''}"
-
-
 def _named(ids: Sequence[str], unknown: int = 0) -> str:
-    """`` (Q1–Q10)``, `` (Q1, Q3, … and 40 more)``: the ids a count is of, for a title."""
+    """`` (Q1–Q10)``, `` (Q1, Q3, Q5 and 40 more)``: the ids a count is of, for a title
+    (``unknown`` more are counted, with no id)."""
     ids = sorted(set(ids), key=id_number)
     head = ids
     while len(head) > 1 and len(id_list(head)) > _TITLE_IDS:
@@ -40,10 +37,10 @@ def open_title(markers: dict[str, int], regions: Sequence[str],
     n = sum(markers.values())
     decided = [str(i["id"]) for i in decisions]
     if not n:
-        return f"{_n(len(decided), 'open decision')}{_named(decided)}"
-    title = (f"{_n(n, 'conflict region')} still open{_named(regions, n - len(regions))} "
-             f"in {_n(len(markers), 'file')}; ")
-    return title + (f"{_n(len(decided), 'other open decision')}{_named(decided)}"
+        return f"{_count(len(decided), 'open decision')}{_named(decided)}"
+    title = (f"{_count(n, 'conflict region')} still open{_named(regions, n - len(regions))} "
+             f"in {_count(len(markers), 'file')}; ")
+    return title + (f"{_count(len(decided), 'other open decision')}{_named(decided)}"
                     if decided else "no other open decisions")
 
 
@@ -67,8 +64,8 @@ def render_check_output(plan: Json, remaining_markers: dict[str, int],
              f"{title}.", ""]
     # The same table as the PR body's "Open, by what each needs", on one line.
     open_items = [items[i] for i in open_regions if i in items]
-    known = {str(i["id"]) for i in open_items}
-    open_items += [i for i in open_decisions if str(i["id"]) not in known]
+    counted = {str(i["id"]) for i in open_items}
+    open_items += [i for i in open_decisions if str(i["id"]) not in counted]
     work = workload(open_items)
     if work:
         lines += [f"By what each needs: {work}.", ""]
