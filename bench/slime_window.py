@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.engine.config import CONFIG_PATH, EXAMPLE_CONFIG  # noqa: E402
 from bot.engine.pipeline import plan  # noqa: E402
-from bot.engine.report.body import workload  # noqa: E402
+from bot.engine.report.needs import workload  # noqa: E402
 from tests.factory import (  # noqa: E402
     FORK_MAINTAINER,
     Commit,

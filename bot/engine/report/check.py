@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bot.engine.report.body import _code, _count, _decision_line, workload
+from bot.engine.report.body import _code, _count, _decision_line
 from bot.engine.report.groups import group_items, id_list, id_number
 from bot.engine.report.limits import CHECK_SUMMARY_LIMIT, balanced_cut
+from bot.engine.report.needs import workload
 
 Json = dict[str, Any]
 _TITLE_IDS = 80  # characters of ids a title names before it counts the rest

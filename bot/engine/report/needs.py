@@ -1,0 +1,119 @@
+"""The open items by what each needs of a person: the PR body's table and the check's line.
+
+Pure. Only items whose posted review thread carries a suggestion are said to take one
+click; a proposal with no button names the command that commits it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from bot.engine.report.groups import drops_fork, id_ranges, recommend
+from bot.engine.suggest import FORK_FILE
+
+Json = dict[str, Any]
+
+
+# What an open item asks of a person, most work first; each phrase takes the item count.
+# A need with a proposal (``_PROPOSED``) is two rows: the items whose review thread has a
+# suggestion button (one click each), and the others, which a command commits (a region
+# spanning several hunks of the PR diff has no button; nor has any item before the review
+# is posted, when no button is known and none is claimed).
+_NEEDS = [
+    ("file", "{n} file{s} one side deleted: keep or delete"),
+    ("file propose ours", "{n} file{s} the fork deleted and upstream changed, with the "
+     "deletion (ours) proposed"),
+    ("file propose theirs", "{n} file{s} one side deleted, with upstream's side (theirs) "
+     "proposed"),
+    ("file confirm ours", "{n} file{s} one side deleted, with the fork's side (ours) proposed"),
+    ("file confirm theirs", "{n} file{s} one side deleted, with upstream's side (theirs) "
+     "proposed"),
+    ("manual", "{n} file{s} to port by hand"),
+    ("add/add", "{n} file{s} both sides added: keep one version"),
+    ("by hand", "{n} hunk{s} to combine by hand (both edits shown as diffs)"),
+    ("answer", "{n} hunk{s} with a recommended answer, one command each"),
+    ("fork file", "{n} hunk{s} in files that are mostly the fork's, with the fork's version "
+     "proposed (upstream's change there is left out)"),
+    ("start", "{n} starting point{s} to check"),
+    ("drops fork", "{n} hunk{s} in upstream's files where upstream's version is proposed "
+     "(the fork's edit there is dropped, as people usually do in such files)"),
+    ("proposal", "{n} proposal{s} to confirm"),
+    ("flag", "{n} flagged line{s} to keep, adapt or drop"),
+]
+
+
+def _need(item: Json) -> str:
+    kind = item.get("kind")
+    if kind == "file":
+        choice = recommend(item)[1]
+        if choice in ("ours", "theirs"):
+            return f"file {'propose' if item.get('tier') == 'Decide' else 'confirm'} {choice}"
+    if kind in ("file", "manual", "flag"):
+        return str(kind)
+    if item.get("rule") == "add/add":
+        return "add/add"
+    if item.get("suggestion") is not None:
+        if item.get("tier") != "Decide":
+            return "drops fork" if drops_fork(item) else "proposal"
+        return "fork file" if item.get("rule") == FORK_FILE else "start"
+    return "answer" if recommend(item)[1] else "by hand"
+
+
+_PROPOSED = ("fork file", "start", "drops fork", "proposal")
+
+
+def _how(key: str, ids: list[str]) -> str:
+    """How a row's proposals are committed: by their button, or by a command."""
+    if key.endswith(" click"):
+        return ", one click each"
+    if key.endswith(" command"):
+        return (f", one command: `/sync answer {ids[0]} suggested`" if len(ids) == 1
+                else ", one command each: `/sync answer Qn suggested`")
+    return ""
+
+
+def workload_rows(items: list[Json], one_click: Collection[str] | None = None
+                  ) -> list[tuple[str, list[str]]]:
+    """The open items by what each needs of a person, most work first: the phrase with
+    its count, and the items' ids (the table a hand-written sync PR keeps:
+    "Decide: Q26 · Q37 · Q43").
+
+    ``one_click`` is the ids whose posted thread has a suggestion button; only those are
+    said to take one click (None: no review posted, no button claimed).
+    """
+    needs: dict[str, list[str]] = {}
+    for i in items:
+        if i.get("kind") == "policy":
+            continue
+        need = _need(i)
+        if need in _PROPOSED:
+            need += " click" if one_click is not None and i["id"] in one_click else " command"
+        needs.setdefault(need, []).append(str(i["id"]))
+    rows = []
+    for base, text in _NEEDS:
+        for key in (f"{base} click", f"{base} command") if base in _PROPOSED else (base,):
+            if key in needs:
+                rows.append((_phrase(key, text, needs[key]), needs[key]))
+    return rows
+
+
+def _phrase(key: str, text: str, ids: list[str]) -> str:
+    """One row's phrase: the need with its count, and how its items are answered."""
+    phrase = text.format(n=len(ids), s="s" if len(ids) != 1 else "") + _how(key, ids)
+    if key.startswith(("file confirm", "file propose")):
+        many = len(ids) > 1
+        does = (f"confirms {'all' if many else 'it'}" if key.startswith("file confirm")
+                else f"takes it{' for all' if many else ''}")
+        phrase += (f": one command {does}, "
+                   f"`/sync answer {id_ranges(ids)} {key.rsplit(' ', 1)[1]}`")
+    return phrase
+
+
+def workload(items: list[Json], one_click: Collection[str] | None = None) -> str:
+    """The open items counted by what each needs of a person: the size of the job, at a
+    glance, the way a hand-written sync PR says "3 genuine decisions + 6 to confirm"."""
+    return " · ".join(need for need, _ in workload_rows(items, one_click))
+
+
+__all__ = ["workload", "workload_rows"]
