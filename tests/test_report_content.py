@@ -16,6 +16,7 @@ from bot.engine.report import (
     group_items,
     id_ranges,
     is_balanced,
+    recommend,
     render_body,
     render_check_output,
     render_comment,
@@ -67,10 +68,48 @@ def test_a_decide_group_without_evidence_says_what_to_combine_and_offers_no_comm
                       [101]) for n in range(1, 5)]
     (group,) = group_items(_plan_with(same))
     assert group.ids == ["Q1", "Q2", "Q3", "Q4"] and group.command is None
+    # Both replaced `old`, each with a word of its own: the group names none of them,
+    # each item its own.
+    assert group.action == ("both replaced the same words in each place, each with words "
+                            "of its own: pick one or write a third (each item names them)")
+    body = render_body(_plan_with(same))
+    assert "/sync answer Q1-Q4" not in body and "apply the fork's 1-line edit" not in body
+    assert "both replaced `old`, the fork with `fork2` and upstream with `new`" in body
+    # Edits to different words are still combined: one applied to the other's version.
+    apart = [_conflict(n, f"vime/m{n}.py", "x = old(a)\n", "x = new(a)\n",
+                       f"x = old(fork{n})\n", [101]) for n in range(1, 3)]
+    (group,) = group_items(_plan_with(apart))
     assert group.action.startswith("combine by hand: apply the fork's 1-line edit to "
                                    "upstream's version (#101 changed 1 line;")
-    body = render_body(_plan_with(same))
-    assert "/sync answer Q1-Q4" not in body and "apply the fork's 1-line edit" in body
+
+
+def test_both_sides_replacing_the_same_words_is_a_pick_not_an_edit_to_apply() -> None:
+    # HabanaAI/vllm-fork@65a920e8bf01: `device="cuda"` became `get_device()` in the fork
+    # and `self._device` upstream; the fork's edit cannot be applied to upstream's line.
+    base = '        t = torch.zeros(n,\n                        device="cuda"),\n'
+    item = _conflict(3, "tests/lora/utils.py", base,
+                     base.replace('"cuda"', "self._device"),
+                     base.replace('"cuda"', "get_device()"), [10223])
+    action, choice = recommend(item)
+    assert choice is None and "apply the fork's" not in action
+    assert action == ('both replaced `"cuda"` in `device="cuda"`, the fork with '
+                      '`get_device()` and upstream with `self._device`: pick one or write '
+                      'a third')
+    text = render_comment([item], _plan())
+    assert 'Recommended: both replaced `"cuda"` in `device="cuda"`' in text
+    # The fork also wrapped the line in an `if` (vllm/lora/punica.py): say to keep that.
+    wrapped = "    if hpu():\n        pass\n    else:\n" + base
+    item.update(ours=wrapped.replace('"cuda"', "get_device()"))
+    assert recommend(item)[0].endswith("pick one or write a third; keep the fork's other "
+                                       "edits here (base → ours shows them)")
+    # A bracket opened inside the words is closed inside (ROCm/vllm@65405fdf6142).
+    base = "    def ids(self, new: List[int]) -> None:\n"
+    item.update(base=base, ours=base.replace("List[int]", "Tuple[int, ...]"),
+                theirs=base.replace("self, new", "self,\n            new")
+                .replace("List", "GenericSequence"))
+    assert recommend(item)[0].startswith("both replaced `List[int]`, the fork with "
+                                         "`Tuple[int, ...]` and upstream with "
+                                         "`GenericSequence[int]`: pick one")
 
 
 def test_the_recommendation_counts_the_lines_as_the_items_sentence_does() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.engine.follow import file_follow
 from bot.engine.suggest import THEIRS_HOLDS_FORK, base_rule, lines_changed
+from bot.engine.wordiff import Clash, clash
 
 Json = dict[str, Any]
 
@@ -179,6 +180,9 @@ def recommend(item: Json) -> tuple[str, str | None]:
                 f"({_n_lines(theirs)}): the two are never glued together; the review comment "
                 f"shows how they differ. `/sync resolve {item.get('path')} ours` (or `theirs`)",
                 None)
+    both = clash(item.get("base") or "", item.get("ours") or "", item.get("theirs") or "")
+    if both is not None:  # one edit cannot be applied to the other: they replaced one text
+        return _pick_one(both), None
     # Counted as the item's sentence counts them ("Upstream changed 4 lines"), so the two
     # never disagree.
     fork = lines_changed(item.get("base") or "", item.get("ours") or "")
@@ -189,6 +193,21 @@ def recommend(item: Json) -> tuple[str, str | None]:
                 f"({prs} changed {_n_lines(upstream)}; {shown})", None)
     return (f"combine by hand: apply {_possessive(prs)} {upstream}-line change to the fork's "
             f"version (the fork changed {_n_lines(fork)}; {shown})", None)
+
+
+CLASH = "both replaced"  # how a recommendation over a clash (``wordiff.clash``) begins
+
+
+def _pick_one(c: Clash) -> str:
+    """``both replaced `"cuda"` in `device="cuda"`, the fork with …: pick one or write a
+    third``, and which side's other edits to keep."""
+    where = f"`{c.base}`" + (f" in `{c.context}`" if c.context != c.base else "")
+    more = {(True, True): "; keep both sides' other edits here (the diffs show them)",
+            (True, False): "; keep the fork's other edits here (base → ours shows them)",
+            (False, True): "; keep upstream's other edits here (base → theirs shows them)",
+            (False, False): ""}[(c.ours_more, c.theirs_more)]
+    return (f"{CLASH} {where}, the fork with `{c.ours}` and upstream with "
+            f"`{c.theirs}`: pick one or write a third{more}")
 
 
 def _possessive(prs: str) -> str:
@@ -278,6 +297,11 @@ def group_items(plan: Json, *, skip: set[str] | None = None) -> list[Group]:
     for g in groups:
         if not g.title:
             g.title = _title(plan, g)
+        actions = {recommend(i)[0] for i in g.items} if g.action.startswith(CLASH) else set()
+        if len(actions) > 1 and all(a.startswith(CLASH) for a in actions):
+            # Each place's own words: the group's line names none of them.
+            g.action = (f"{CLASH} the same words in each place, each with words of its own: "
+                        "pick one or write a third (each item names them)")
     groups.sort(key=lambda g: (g.rank, -g.lines if g.rank == RANK_DECIDE else 0,
                                id_number(g.ids[0])))
     return groups
