@@ -338,6 +338,23 @@ def test_a_long_combination_is_offered_only_as_a_starting_point() -> None:
     assert p.suggestion == base.replace("v0 = 0", "v0 = 100").replace("v1 = 1", "v1 = 101")
 
 
+def test_edits_on_different_lines_merge_line_by_line_whatever_aligned_them() -> None:
+    # HabanaAI/vllm-fork@ce3865712930: the fork changed a line, upstream added one below
+    # it. The merge went through words (its rule's name says so: what was measured), but
+    # no line holds both edits, so the reason says line by line.
+    base = "        NO_GRAPH = ['deepseek_v3', 'mllama']\n"
+    ours = "        NO_GRAPH = ['mllama']\n"
+    theirs = base + "        from vllm.platforms import current_platform\n"
+    p = propose(ours, base, theirs)
+    assert p.rule == "merge word by word"
+    assert p.suggestion == ours + "        from vllm.platforms import current_platform\n"
+    assert p.reason.startswith("the two edits merge line by line;")
+    # Both edits in one line: word by word.
+    p = propose("x = f(a, 2)\n", "x = f(a, 1)\n", "x = g(a, 1)\n")
+    assert p.rule == "merge word by word" and p.reason.startswith(
+        "the two edits merge word by word;")
+
+
 # -- keep both -------------------------------------------------------------------------
 
 

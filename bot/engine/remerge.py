@@ -141,6 +141,17 @@ def _resolve(chunk: Chunk, res: Resolved, before: list[str], after: list[str]) -
     return True
 
 
+def both_changed_a_line(base: str, ours: str, theirs: str) -> bool:
+    """Some line of ``base`` both sides changed or deleted: their merge needed its words,
+    not only its lines (edits on lines apart conflict too where they touch)."""
+    b = split_lines(base)
+
+    def touched(side: str) -> set[int]:
+        ops = difflib.SequenceMatcher(None, b, split_lines(side), autojunk=False).get_opcodes()
+        return {k for tag, i1, i2, _, _ in ops if tag != "equal" for k in range(i1, i2)}
+    return bool(touched(ours) & touched(theirs))
+
+
 def added_only(base: str, side: str) -> str | None:
     """The lines ``side`` added, when it kept every line of ``base`` and only added lines
     (some not blank); None otherwise. Aligned by the longest runs, so a block added above

@@ -22,7 +22,7 @@ from pathlib import PurePosixPath
 
 from bot.engine.markers import MarkerRegion, split_lines
 from bot.engine.model import Changed, Tier
-from bot.engine.remerge import Resolved, fine_merge
+from bot.engine.remerge import Resolved, both_changed_a_line, fine_merge
 from bot.engine.share import changed_lines
 
 _WS = re.compile(r"\s+")
@@ -326,14 +326,23 @@ def _remerge(h: Hunk) -> _Draft:
         return _Draft("keep both, order unsure", f"both sides added lines here; the proposal "
                       f"keeps both, {res.both_added} (the order is a guess; often only one "
                       f"side is kept). {sides}", res.text)
-    how = "word by word" if res.words else "line by line"
+    how = "word by word" if res.words else "line by line"  # the rule's name: measured so
+    said = _merged_how(h, res)
     if large:
-        return _Draft("merge, long hunk", f"the two edits merge {how}, but the hunk is long: "
-                      f"read the combination whole. {sides}", res.text)
+        return _Draft("merge, long hunk", f"the two edits merge {said}, but the hunk is "
+                      f"long: read the combination whole. {sides}", res.text)
     kind = ", data file" if res.words and is_data_file(h.path) else ""
     check = "" if kind else " (check one does not make the other obsolete)"
-    return _Draft(f"merge {how}{kind}", f"the two edits merge {how}; the proposal combines "
+    return _Draft(f"merge {how}{kind}", f"the two edits merge {said}; the proposal combines "
                   f"them{check}. {sides}", res.text)
+
+
+def _merged_how(h: Hunk, res: Resolved) -> str:
+    """How the two edits combine, as a reason says it: word by word only where both
+    changed one line (a word merge of edits on lines apart is a merge line by line that
+    git's alignment made conflict)."""
+    return "word by word" if res.words and both_changed_a_line(h.base, h.ours, h.theirs) \
+        else "line by line"
 
 
 def _already_in(h: Hunk, res: Resolved) -> _Draft:
