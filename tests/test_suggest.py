@@ -338,6 +338,42 @@ def test_a_long_combination_is_offered_only_as_a_starting_point() -> None:
     assert p.suggestion == base.replace("v0 = 0", "v0 = 100").replace("v1 = 1", "v1 = 101")
 
 
+def test_a_proposal_that_is_upstreams_version_says_what_it_drops_not_that_it_keeps_both(
+        ) -> None:
+    # HabanaAI/vllm-fork@bf1b786787e3: both added the flags import; upstream also dropped
+    # `ModuleFusedSDPA` from the next one. The proposal (upstream's lines) drops it.
+    base = ("from ext.utils import (Matmul, ModuleFusedSDPA, Softmax,\n"
+            "                       VLLMKVCache)\n")
+    ours = "from ext.flags import enabled_flags\n" + base
+    theirs = "from ext.flags import enabled_flags\nfrom ext.utils import Matmul, Softmax, " \
+             "VLLMKVCache\n"
+    p = propose(ours, base, theirs)
+    assert p.rule.startswith("already in theirs") and p.suggestion == theirs
+    assert "keeps both" not in p.reason
+    assert p.reason.startswith("upstream's version already holds the fork's edit")
+    assert "so the proposal is upstream's version: it keeps the fork's edit and applies " \
+        "upstream's, which drops `ModuleFusedSDPA` from the fork's lines." in p.reason
+    # The mirror: the fork's version holds upstream's edit and drops a word of upstream's.
+    p = propose(theirs, base, ours)
+    assert p.rule.startswith("already in ours") and p.suggestion == theirs
+    assert "so the proposal keeps ours: it keeps upstream's edit and applies the fork's, " \
+        "which drops `ModuleFusedSDPA` from upstream's lines." in p.reason
+
+
+def test_lines_one_side_did_not_change_are_said_to_be_unchanged() -> None:
+    # ROCm/vllm@65405fdf6142: git put a closing bracket upstream did not touch into the
+    # conflict, next to upstream's edit; the fork added a name above it.
+    p = propose('    "Grok1Config",\n]\n', "]\n", "]\n")
+    assert p.rule == "already in ours" and p.suggestion == '    "Grok1Config",\n]\n'
+    assert p.reason == ("upstream did not change these lines; git put them in the conflict "
+                        "next to upstream's edit. The proposal keeps the fork's version "
+                        "(ours): the fork added 1 line.")
+    p = propose("]\n", "]\n", '    "Grok1Config",\n]\n')
+    assert p.rule == "already in theirs" and p.reason.startswith(
+        "the fork did not change these lines; git put them in the conflict next to the "
+        "fork's edit. The proposal takes upstream's version (theirs)")
+
+
 def test_edits_on_different_lines_merge_line_by_line_whatever_aligned_them() -> None:
     # HabanaAI/vllm-fork@ce3865712930: the fork changed a line, upstream added one below
     # it. The merge went through words (its rule's name says so: what was measured), but

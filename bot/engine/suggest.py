@@ -24,6 +24,7 @@ from bot.engine.markers import MarkerRegion, split_lines
 from bot.engine.model import Changed, Tier
 from bot.engine.remerge import Resolved, both_changed_a_line, fine_merge
 from bot.engine.share import changed_lines
+from bot.engine.wordiff import dropped_words
 
 _WS = re.compile(r"\s+")
 CONTEXT_LINES = 8  # lines of the merged file on each side of a region that rules may read
@@ -337,24 +338,47 @@ def _remerge(h: Hunk) -> _Draft:
                   f"them{check}. {sides}", res.text)
 
 
+def _already_in(h: Hunk, res: Resolved) -> _Draft:
+    """The finer merge is one side as it is: the other side's edit is part of it, or the
+    other side did not change these lines at all (git put them in the conflict because
+    they touch an edit)."""
+    by = ", by words" if res.words else ""
+    how = _merged_how(h, res)
+    if res.text == h.ours:
+        if h.theirs == h.base:
+            return _Draft(f"already in ours{by}", "upstream did not change these lines; git "
+                          "put them in the conflict next to upstream's edit. The proposal "
+                          f"keeps the fork's version (ours): the fork {_what(h.base, h.ours)}.",
+                          h.ours)
+        return _Draft(f"already in ours{by}", "the fork's version already holds upstream's "
+                      f"edit (the two edits merge {how} into it as it is), so the proposal "
+                      f"keeps ours: {_holds(h.theirs, h.ours, 'upstream', 'the fork')} "
+                      f"{_sentences(h)}", h.ours)
+    if h.ours == h.base:
+        return _Draft(f"already in theirs{by}", "the fork did not change these lines; git put "
+                      "them in the conflict next to the fork's edit. The proposal takes "
+                      f"upstream's version (theirs): upstream {_what(h.base, h.theirs)}.",
+                      h.theirs)
+    return _Draft(f"already in theirs{by}", "upstream's version already holds the fork's "
+                  f"edit (the two edits merge {how} into it as it is), so the proposal is "
+                  f"upstream's version: {_holds(h.ours, h.theirs, 'the fork', 'upstream')} "
+                  f"{_sentences(h)}", h.theirs)
+
+
+def _holds(held: str, holder: str, whose: str, other: str) -> str:
+    """What a proposal that is one side as it is keeps, and the words it drops from the
+    other side's lines (that side's edit did that)."""
+    gone = dropped_words(held, holder)
+    return (f"it keeps {whose}'s edit and applies {other}'s"
+            + (f", which drops {gone} from {whose}'s lines." if gone else "."))
+
+
 def _merged_how(h: Hunk, res: Resolved) -> str:
     """How the two edits combine, as a reason says it: word by word only where both
     changed one line (a word merge of edits on lines apart is a merge line by line that
     git's alignment made conflict)."""
     return "word by word" if res.words and both_changed_a_line(h.base, h.ours, h.theirs) \
         else "line by line"
-
-
-def _already_in(h: Hunk, res: Resolved) -> _Draft:
-    """The finer merge is one side as it is: the other side's edit is part of it."""
-    by = ", by words" if res.words else ""
-    if res.text == h.ours:
-        return _Draft(f"already in ours{by}", "upstream's change is already in the fork's "
-                      "version" + (" (word by word)" if by else "") + "; the proposal keeps "
-                      "ours", h.ours)
-    return _Draft(f"already in theirs{by}", "the two edits merge" + (" word by word" if by
-                  else "") + " into upstream's version as it is: the fork's change is already "
-                  f"in it, so the proposal keeps both. {_sentences(h)}", h.theirs)
 
 
 def _contained(h: Hunk) -> _Draft:
