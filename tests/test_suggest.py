@@ -186,6 +186,20 @@ def test_upstreams_deletion_of_lines_the_fork_changed_is_named_but_never_one_cli
     assert propose("", base, ours).rule == "fork deleted, upstream changed"
 
 
+def test_upstreams_deletion_next_to_lines_the_fork_added_says_added_not_changed() -> None:
+    # HabanaAI/vllm-fork@bf1b786787e3 vllm/engine/arg_utils.py: the fork kept the lines
+    # upstream deleted and added arguments between them; "changed them" would contradict
+    # "the fork added 13 lines".
+    base = "\np.add('--seed')\np.add('--max-logprobs')\n"
+    ours = "p.add('--padding')\np.add('--seed')\np.add('--prefill')\np.add('--max-logprobs')\n"
+    p = propose(ours, base, "\n")
+    assert p.rule == "upstream deleted, fork changed"
+    assert p.reason == ("upstream deleted these lines and the fork added lines next to them. "
+                        "Upstream deleted 2 lines; the fork added 2 lines. Taking upstream's "
+                        "deletion drops the fork's added lines too: keep them only if the fork "
+                        "still needs them.")
+
+
 def test_in_upstreams_file_taking_upstreams_deletion_is_a_confirm_that_says_so() -> None:
     # Round 11: in a file the fork made under 30% of the changes to, people took upstream's
     # deletion of lines the fork changed in 245 of 274 hunks of 34 projects' merges.

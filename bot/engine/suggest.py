@@ -411,6 +411,12 @@ def _contained(h: Hunk) -> _Draft:
         # offered as a one-click default; people took the deletion in 522 of 747 such hunks
         # of the thirteen sets (70%), and the recommendation says so. In upstream's files
         # (``UPSTREAM_FILE``) it is a Confirm: 245 of 274 (89%).
+        added, removed = _added_removed(h.base, h.ours)
+        if added and not removed:  # the fork kept the lines and added its own next to them
+            return _Draft("upstream deleted, fork changed", "upstream deleted these lines "
+                          f"and the fork added lines next to them. {_sentences(h)} Taking "
+                          "upstream's deletion drops the fork's added lines too: keep them "
+                          "only if the fork still needs them.", h.theirs)
         return _Draft("upstream deleted, fork changed", "upstream deleted these lines and "
                       f"the fork changed them. {_sentences(h)} Taking upstream's deletion "
                       "drops the fork's edit: keep it only if the fork still needs these "
