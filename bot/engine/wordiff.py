@@ -20,6 +20,8 @@ _WORD = re.compile(r"\w")
 GAP = 2  # changes at most this many words apart are one change
 LIMIT = 60  # the longest text a sentence quotes
 _OPEN, _CLOSE = "([{", ")]}"
+MAX_TOKENS = 2000  # past this many words per text, once the lines they share are cut: a
+# rewrite, which no sentence sums up (and a word diff of it would be slow)
 
 Span = tuple[int, int, int, int]  # base tokens [i1, i2) became side tokens [j1, j2)
 
@@ -38,6 +40,22 @@ class Clash:
 
 def _tokens(text: str) -> list[re.Match[str]]:
     return list(_TOKEN.finditer(text))
+
+
+def _cut(*texts: str) -> list[str]:
+    """The texts without the lines all of them begin and end with."""
+    lines = [t.splitlines(keepends=True) for t in texts]
+    head = 0
+    while all(head < len(x) for x in lines) and len({x[head] for x in lines}) == 1:
+        head += 1
+    tail = 0
+    while all(tail < len(x) - head for x in lines) and len({x[-1 - tail] for x in lines}) == 1:
+        tail += 1
+    return ["".join(x[head:len(x) - tail]) for x in lines]
+
+
+def _too_long(*tokens: list[re.Match[str]]) -> bool:
+    return max(len(t) for t in tokens) > MAX_TOKENS
 
 
 def _ops(a: list[re.Match[str]], b: list[re.Match[str]]) -> list[tuple[str, int, int, int, int]]:
@@ -97,7 +115,10 @@ def clash(base: str, ours: str, theirs: str) -> Clash | None:
     """The words both sides replaced, each with words of its own; None when the two edits
     replaced different words (or one only deleted or added), or the texts are too long
     to quote in a sentence."""
+    base, ours, theirs = _cut(base, ours, theirs)
     b, o, t = _tokens(base), _tokens(ours), _tokens(theirs)
+    if _too_long(b, o, t):
+        return None
     ops_o, ops_t = _ops(b, o), _ops(b, t)
     ours_c, theirs_c = _changes(ops_o), _changes(ops_t)
     pairs = [(x, y) for x in ours_c for y in theirs_c if _overlap(x, y)]
@@ -148,8 +169,11 @@ def clash(base: str, ours: str, theirs: str) -> Clash | None:
 def dropped_words(old: str, new: str, most: int = 3) -> str:
     """```ModuleFusedSDPA```, or ```a`, `b`, `c` and 4 more words``: the words of ``old``
     that ``new`` does not have where ``old`` had them; "" when none (punctuation and
-    blanks are not words)."""
+    blanks are not words; nor when the texts are too long to tell)."""
+    old, new = _cut(old, new)
     a, b = _tokens(old), _tokens(new)
+    if _too_long(a, b):
+        return ""
     gone: list[str] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
             None, [x.group() for x in a], [x.group() for x in b], autojunk=False).get_opcodes():
