@@ -198,6 +198,14 @@ def test_an_empty_suggestion_is_said_to_delete_the_region() -> None:
         "empty on purpose):\n\n```suggestion\n```" in text
 
 
+def test_a_suggestion_of_blank_lines_says_what_the_block_holds() -> None:
+    confirm = _item(4, "vime/f3.py", tier="Confirm")
+    confirm.update(suggestion="\n\n", choices=["suggested", "ours", "theirs"])
+    text = render_review_comment(confirm)
+    assert "(one click replaces the whole marker region with 2 blank lines, all the block " \
+        "holds):\n\n```suggestion\n\n\n```" in text
+
+
 def test_add_add_comment_diffs_the_two_versions_and_never_glues_them() -> None:
     item = _item(5, "docker/patch/vllm.patch")
     item.update(ours="# stub\n", base="", theirs="--- a/x\n+++ b/x\n", rule="add/add",

@@ -431,6 +431,22 @@ def test_a_proposal_that_deletes_the_region_says_so_instead_of_an_empty_block() 
     assert "```\n```" not in comment["body"]
 
 
+def test_a_proposal_of_blank_lines_names_them_and_every_answer_is_listed() -> None:
+    # HabanaAI/vllm-fork@bf1b786787e3 vllm/engine/arg_utils.py Q18: upstream's deletion
+    # left one blank line, shown as an empty-looking block; its answer line left out
+    # `theirs` (its choices do: the proposal is upstream's side).
+    plan = plan_of(item(id="Q1", start_line=8, end_line=26, tier="Confirm", suggestion="\n",
+                        theirs="\n", choices=["suggested", "ours"]))
+    (comment,) = build_delivery(plan, PrDiff.parse(DIFF), "f" * 40).review["comments"]
+    body = comment["body"]
+    assert "Proposed resolution: delete the region's lines, keeping one blank line in their " \
+        "place (`/sync answer Q1 suggested` commits it)." in body
+    assert "```\n\n```" not in body and "<suggested|ours>" not in body
+    assert "Answer: `/sync answer Q1 ours` keeps the fork's side, `/sync answer Q1 theirs` " \
+        "(or `suggested`: the proposal is upstream's side) takes upstream's; or edit the " \
+        "region by hand." in body
+
+
 def test_a_tip_named_by_the_sha_of_the_head_ends_the_window_at_the_head(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """The App names its tip by SHA; the body must read as a preview of the same sync."""

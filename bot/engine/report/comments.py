@@ -52,7 +52,19 @@ def _suggestion(item: Json) -> tuple[str, str] | None:
     if item["suggestion"] == "":  # an empty block deletes the lines: say it is meant
         return "", f"{what} (one click deletes the whole marker region; the block is empty " \
                    "on purpose):"
+    blanks = _blank_lines(item["suggestion"])
+    if blanks:  # a block of blank lines looks empty: say what it holds
+        return item["suggestion"], (f"{what} (one click replaces the whole marker region "
+                                    f"with {blanks}, all the block holds):")
     return item["suggestion"], f"{what} (one click replaces the whole marker region):"
+
+
+def _blank_lines(text: str) -> str:
+    """``one blank line`` (or ``3 blank lines``) for a text of blank lines only, else ""."""
+    if not text or text.strip():
+        return ""
+    n = len(_diff_lines(text))
+    return "one blank line" if n == 1 else f"{n} blank lines"
 
 
 def change_diff(old: str, new: str, old_name: str, new_name: str) -> str:
@@ -95,13 +107,22 @@ def _sides(item: Json, budget: int, url: str | None) -> str:
 
 
 def _answer_line(item: Json) -> str:
+    """Every answer the item takes. A conflict region takes ``ours`` and ``theirs`` always
+    (``choices`` leaves out a side the proposal already is), ``suggested`` with a
+    proposal."""
     choices = [str(c) for c in item["choices"]]
-    if item.get("kind") == "conflict" and {"ours", "theirs"} <= set(choices):
-        return (f"Answer: `/sync answer {item['id']} ours` keeps the fork's side, "
-                f"`/sync answer {item['id']} theirs` takes upstream's"
-                + (f", `/sync answer {item['id']} suggested` commits the suggestion"
-                   if "suggested" in choices else "") + "; or edit the region by hand.")
-    return f"Answer: `/sync answer {item['id']} <{'|'.join(choices)}>`"
+    if item.get("kind") != "conflict":
+        return f"Answer: `/sync answer {item['id']} <{'|'.join(choices)}>`"
+    q, proposal = item["id"], item.get("suggestion")
+    same = {"ours": " (or `suggested`: the proposal is the fork's side)",
+            "theirs": " (or `suggested`: the proposal is upstream's side)"}
+    sides = [f"`/sync answer {q} ours`{same['ours'] if proposal == item.get('ours') else ''}"
+             " keeps the fork's side",
+             f"`/sync answer {q} theirs`"
+             f"{same['theirs'] if proposal == item.get('theirs') else ''} takes upstream's"]
+    if proposal is not None and proposal not in (item.get("ours"), item.get("theirs")):
+        sides.append(f"`/sync answer {q} suggested` commits the suggestion")
+    return f"Answer: {', '.join(sides)}; or edit the region by hand."
 
 
 def _twins_line(item: Json, twins: Json) -> str:
@@ -185,8 +206,9 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
     if not anchored and item.get("kind") == "conflict" and item.get("suggestion") is not None:
         # No one-click here (the comment does not cover the whole region): show the
         # proposal as code, for the command to take.
-        if item["suggestion"] == "":  # an empty fence would say nothing
-            out.append(f"Proposed resolution: delete the region's lines, keeping nothing "
+        if not item["suggestion"].strip():  # an empty-looking fence would say nothing
+            kept = _blank_lines(item["suggestion"]) or "nothing"
+            out.append(f"Proposed resolution: delete the region's lines, keeping {kept} "
                        f"in their place (`/sync answer {item['id']} suggested` commits it).")
         else:
             text, note = cut_side(item["suggestion"], side_budget, url, "the proposal")
