@@ -160,7 +160,12 @@ def clash(base: str, ours: str, theirs: str) -> Clash | None:
     start = b[b0].start()
     line_start = base.rfind("\n", 0, start) + 1
     blank = max(base.rfind(" ", line_start, start), base.rfind("\t", line_start, start))
-    context = _BLANKS.sub(" ", base[max(blank + 1, line_start):b[b1 - 1].end()])
+    end = b[b1 - 1].end()
+    for quote in "\"'":  # `"4.17.20"`, not `"4.17.20`
+        if base.count(quote, max(blank + 1, line_start), end) % 2:
+            close = base.find(quote, end, base.find("\n", end) % (len(base) + 1))
+            end = close + 1 if close >= 0 else end
+    context = _BLANKS.sub(" ", base[max(blank + 1, line_start):end])
     return Clash(said, context if len(context) <= LIMIT else said, mine, yours,
                  any(not _inside(s, u0, u1) for s in ours_c),
                  any(not _inside(s, u0, u1) for s in theirs_c))
