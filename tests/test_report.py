@@ -198,6 +198,20 @@ def test_an_empty_suggestion_is_said_to_delete_the_region() -> None:
         "empty on purpose):\n\n```suggestion\n```" in text
 
 
+def test_lines_upstream_did_not_change_cite_its_pr_as_the_edit_next_to_them() -> None:
+    # ROCm/vllm@65405fdf6142 vllm/transformers_utils/configs/__init__.py: upstream's diff
+    # is "(no change from base)"; its PR made the edit next to the region.
+    item = _item(17, "vime/configs.py")
+    item.update(base="]\n", theirs="]\n", ours='    "Grok1Config",\n]\n', prs=[9747],
+                suggestion='    "Grok1Config",\n]\n', rule="already in ours",
+                reason="upstream did not change these lines; git put them in the conflict "
+                       "next to upstream's edit. The proposal keeps the fork's version (ours): "
+                       "the fork added 1 line.")
+    text = render_review_comment(item)
+    assert "Upstream's edit next to these lines: #9747" in text
+    assert "\nUpstream: #9747" not in text and "(no change from base)" in text
+
+
 def test_a_suggestion_of_blank_lines_says_what_the_block_holds() -> None:
     confirm = _item(4, "vime/f3.py", tier="Confirm")
     confirm.update(suggestion="\n\n", choices=["suggested", "ours", "theirs"])

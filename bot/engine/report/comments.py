@@ -28,9 +28,12 @@ def _prs_line(item: Json, plan: Json | None) -> str:
     prs = list(item.get("prs") or [])
     if not prs:
         return ""
+    # Lines upstream left as they were are in the conflict for its edit next to them.
+    head = "Upstream's edit next to these lines: " if item.get("kind") == "conflict" and \
+        item.get("theirs") == item.get("base") else "Upstream: "
     if plan is None:
-        return "Upstream: " + ", ".join(f"#{n}" for n in prs)
-    return "Upstream: " + "; ".join(pr_label(plan, [n]) for n in prs)
+        return head + ", ".join(f"#{n}" for n in prs)
+    return head + "; ".join(pr_label(plan, [n]) for n in prs)
 
 
 def _suggestion(item: Json) -> tuple[str, str] | None:
