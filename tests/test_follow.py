@@ -389,6 +389,14 @@ def test_a_comment_names_a_few_twins_and_counts_the_rest() -> None:
     assert line.startswith("**Twin:** Q1 in `pkg1/package-lock.json` is this very conflict")
     assert line.endswith("`/sync answer Q1,Q6 ours` (or `theirs`); once this one is resolved "
                          "by hand and pushed, `/sync answer Q1 twin` gives it that text.")
+    # With a proposal, the recommended `suggested` comes first (HabanaAI/vllm-fork@
+    # bf1b786787e3 Q33 offered `ours` while recommending `suggested`).
+    proposed = dict(few, suggestion='  "lodash": "4.17.21-fork",\n',
+                    choices=["suggested", "ours", "theirs"])
+    text = render_comment([proposed])
+    assert "Recommended: check the starting point, then commit or edit it. `/sync answer Q6 " \
+        "suggested`" in text
+    assert "`/sync answer Q1,Q6 suggested` (or `ours` or `theirs`); once this one" in text
     two = dict(first, twins={"group": "Q6", "count": 2, "some": [
         {"id": "Q1", "path": "pkg1/package-lock.json"}, {"id": "Q2", "path": "pkg6/x.json"}]})
     (line,) = [b for b in render_comment([two]).split("\n\n") if "Twin" in b]

@@ -144,8 +144,13 @@ def _twins_line(item: Json, twins: Json) -> str:
             "your resolution as a one-click "
             f"follow-up (people resolved such twins alike in {TWIN_FIGURE}).")
     if more <= 0:
+        # The recommended answer first, as the item's own line gives it.
+        choice = recommend(item)[1]
+        first, *others = [choice] + [c for c in ("ours", "theirs") if c != choice] \
+            if choice else ["ours", "theirs"]
         line += (" Or answer all at once: `/sync answer "
-                 f"{id_ranges([str(item['id']), *ids])} ours` (or `theirs`); once this one is "
+                 f"{id_ranges([str(item['id']), *ids])} {first}` (or "
+                 f"{' or '.join(f'`{c}`' for c in others)}); once this one is "
                  f"resolved by hand and pushed, `/sync answer {id_ranges(ids)} twin` gives "
                  f"{'it' if one else 'the others'} that text.")
     return line
