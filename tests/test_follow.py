@@ -382,6 +382,8 @@ def test_a_comment_names_a_few_twins_and_counts_the_rest() -> None:
     assert line.startswith("**Twins:** Q1 in `pkg1/package-lock.json`, Q2 in this file, Q3 "
                            "in `pkg3/package-lock.json` and 2,996 more are this very conflict")
     assert "all 2,999 get your resolution" in line and "/sync answer" not in line
+    assert "follow-up; people resolved such twins alike in 4,381 of 4,422 cases (99.1%)." \
+        in line
     assert "Upstream's change (base → theirs)" in body
     few = dict(first, twins={"group": "Q6", "count": 1,
                              "some": [{"id": "Q1", "path": "pkg1/package-lock.json"}]})
@@ -411,6 +413,12 @@ def test_a_comment_names_a_few_twins_and_counts_the_rest() -> None:
                             "changed. Resolve Q6 or any copy and push")
     assert "Upstream's change" not in short and "Recommended" not in short
     assert "`/sync answer Q7 ours`" in short
+    assert "alike in 4,381 of 4,422 cases (99.1%)." in short and "(99.1%))" not in short
+    # Two copies: not "any copy" but the two by name.
+    pair = dict(copy, twins={"group": "Q6", "count": 1, "some": [
+        {"id": "Q6", "path": "pkg6/package-lock.json"}]})
+    assert "2 copies in this sync), whose comment says what each side changed. Resolve Q6 or " \
+        "this one (Q7) and push: the other then gets that resolution" in render_comment([pair])
     assert len(short) < len(body) - 350  # the first's recommendation names both versions
 
 

@@ -291,7 +291,7 @@ def propose_whole_file(deleted_by: str) -> Proposal:
         rule, side = FORK_DELETED, "ours"
         reason = ("The proposal keeps the fork's deletion: people kept it in 1,650 of 1,883 "
                   "such files of 25 projects' merges (88%), but in fewer than 8 in 10 in 6 "
-                  "of them (Electrum-LTC kept 71 of 155). Take upstream's version instead if "
+                  "of them (in one, 71 of 155). Take upstream's version instead if "
                   "the fork only moved the file or still needs upstream's change.")
         question = "Keep the fork's deletion (ours), or take upstream's version (theirs)?"
     else:

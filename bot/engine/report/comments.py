@@ -142,7 +142,7 @@ def _twins_line(item: Json, twins: Json) -> str:
             "conflict (the same fork, base and upstream lines). Resolve this one and push: "
             f"{'it gets' if one else 'both get' if count == 2 else f'all {count:,} get'} "
             "your resolution as a one-click "
-            f"follow-up (people resolved such twins alike in {TWIN_FIGURE}).")
+            f"follow-up; people resolved such twins alike in {TWIN_FIGURE}.")
     if more <= 0:
         # The recommended answer first, as the item's own line gives it.
         choice = recommend(item)[1]
@@ -171,10 +171,12 @@ def _copy_line(item: Json, twins: Json) -> str:
                  if isinstance(s, dict) and str(s.get("id")) == group), None)
     where = f" in `{path}`" if path and path != item["path"] else ""
     copies = int(twins.get("count") or 1) + 1
+    which = (f"Resolve {group} or this one ({item['id']}) and push: the other then gets"
+             if copies == 2 else f"Resolve {group} or any copy and push: this one then gets")
     return (f"the same conflict as {group}{where} (the same fork, base and upstream lines; "
             f"{copies:,} copies in this sync), whose comment says what each side changed. "
-            f"Resolve {group} or any copy and push: this one then gets that resolution as a "
-            f"one-click follow-up (people resolved such twins alike in {TWIN_FIGURE}).")
+            f"{which} that resolution as a one-click follow-up; people resolved such twins "
+            f"alike in {TWIN_FIGURE}.")
 
 
 def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: int,
