@@ -492,3 +492,60 @@ def test_a_proposal_from_the_forks_file_says_what_its_click_leaves_out() -> None
                       "x = f(a, b)\ny = 2\n")
     assert "starting point to check" in render_body(_plan_with([other]))
     assert "It leaves out upstream's change" not in render_comment([other], _plan())
+
+
+def _forks_file_items(ids: range, path: str, changed: Changed) -> list[dict[str, Any]]:
+    out = []
+    for n in ids:
+        ours, base, theirs = (f"    return rt.alloc(n{n}, domain)\n", f"    return alloc(n{n})\n",
+                              f"    return alloc(n{n}, flags)\n")
+        p = propose_hunk(Hunk(ours, base, theirs, path=path, changed=changed))
+        item = _conflict(n, path, base, theirs, ours, [101])
+        item.update(tier=p.tier.value, rule=p.rule, reason=p.reason, question=p.question,
+                    choices=list(p.choices), suggestion=p.suggestion)
+        out.append(item)
+    return out
+
+
+def test_a_files_counts_and_figures_are_said_in_full_once_per_file() -> None:
+    # HabanaAI/vllm-fork@bf1b786787e3: "people kept the fork's version in 67% of such
+    # hunks of 37 projects' merges (6,901 of 10,310; …)" 22 times in the comments and 22
+    # in the PR body, "of the 2,319 lines changed in it" 14 times.
+    from bot.engine.suggest import FORK_FILE_FIGURE
+
+    gc = _forks_file_items(range(1, 4), "vime/gc.py", Changed(1943, 376))
+    rt = _forks_file_items(range(4, 6), "vime/rt.py", Changed(90, 10))
+    plan = _plan(n_files=0)
+    plan["files"] = [{"path": f[0]["path"], "upstream_path": f[0]["path"], "status": "conflict",
+                      "policy": None, "note": "", "binary": False, "review_items": f}
+                     for f in (gc, rt)] + plan["files"]
+    texts = [render_comment([i], plan) for i in gc + rt]
+    assert [FORK_FILE_FIGURE in t for t in texts] == [True, False, False, True, False]
+    assert [t.count("lines changed in it since the two split") for t in texts] == \
+        [1, 0, 0, 1, 0]
+    # A later item still says what the file is and the gist, and where the rest is.
+    assert ("in a file that is mostly the fork's (counts: see Q1). Upstream changed "
+            "`return alloc(n2)` to") in texts[1]
+    assert ("The proposal keeps the fork's version, so upstream's change here is not applied: "
+            "people kept the fork's version in 67% of such hunks (figures: see Q1).") in texts[1]
+    assert "(counts: see Q4)" in texts[4] and "(figures: see Q4)" in texts[4]
+    body = render_body(plan)
+    assert body.count(FORK_FILE_FIGURE) == 2 and body.count("(figures: see Q1)") == 2
+    # Without the plan (one item alone), the comment says it all.
+    assert FORK_FILE_FIGURE in render_comment([gc[1]])
+
+
+def test_each_figure_in_short_keeps_its_figures_number() -> None:
+    import re
+
+    from bot.engine.suggest import FIGURE_GISTS, FILE_COUNTS, FORK_FILE_FIGURE, TIER_FIGURES
+
+    assert set(FIGURE_GISTS) == {FORK_FILE_FIGURE, *TIER_FIGURES.values()}
+    for full, gist in FIGURE_GISTS.items():
+        assert re.findall(r"\d+%|\d+ of \d+", gist)[0] in full
+    # The counts of a file that is upstream's are found as those of one that is the fork's.
+    base = "def old(a):\n    x = f(a)\n    return x\n"
+    p = propose_hunk(Hunk(base.replace("f(a)", "f(a, v)"), base, "", changed=Changed(2, 40)))
+    found = FILE_COUNTS.search(p.reason)
+    assert found and found.group() == (": of the 42 lines changed in it since the two split, "
+                                       "upstream changed 40 and the fork 2.")

@@ -122,6 +122,25 @@ FORK_FILE_FIGURE = ("people kept the fork's version in 67% of such hunks of 37 p
                     "or more), took upstream's in 10% and combined the two by hand in the "
                     "rest.")
 
+# A figure in short, for a later item of a file whose first item says it in full: a
+# review repeats none of them per hunk (``bot.engine.report.figures``). Keep each beside
+# its figure's numbers.
+FIGURE_GISTS: dict[str, str] = {
+    FORK_FILE_FIGURE: "people kept the fork's version in 67% of such hunks",
+    TIER_FIGURES["same change"]: "People kept this in 44 of 44 such hunks",
+    TIER_FIGURES["already in theirs, by words" + UPSTREAM_FILE]: "People committed upstream's "
+    "version in 94% of such hunks",
+    TIER_FIGURES["upstream deleted, fork changed" + UPSTREAM_FILE]: "People took upstream's "
+    "deletion in 89% of such hunks",
+    TIER_FIGURES["already in theirs" + UPSTREAM_FILE]: "People committed upstream's version "
+    "in 92% of such hunks",
+}
+# The counts of a file's changed lines that reasons in files that are one side's give
+# (``_in_upstreams_file``, ``_contained``): the same for every hunk of the file.
+FILE_COUNTS = re.compile(r": of the [\d,]+ lines changed in it since the two split, "
+                         r"(?:the fork changed [\d,]+ and upstream|upstream changed [\d,]+ "
+                         r"and the fork) [\d,]+\.")
+
 # Files of settings and lists: one entry per line, and two edits on one line are two
 # values rather than two halves of one expression; their word merges are a rule apart.
 DATA_SUFFIXES = frozenset({".json", ".yml", ".yaml", ".toml", ".lock", ".ini", ".cfg",

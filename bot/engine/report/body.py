@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.engine.follow import FOLLOW_MIN, twin_groups
 from bot.engine.model import inputs_label
+from bot.engine.report.figures import brief_reasons
 from bot.engine.report.groups import (
     Group,
     by_author,
@@ -211,11 +212,12 @@ def _state(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
     return ""
 
 
-def _detail(item: Json) -> str:
+def _detail(item: Json, brief: dict[str, str] | None = None) -> str:
     """A Decide item asks its own question, if it has one; otherwise the reason says what
-    each side did, or what the proposal does."""
+    each side did, or what the proposal does (``brief``: as ``figures.brief_reasons``
+    shortens it)."""
     question = own_question(item) if item["tier"] == "Decide" else None
-    return str(question or item["reason"])
+    return str(question or (brief or {}).get(str(item["id"])) or item["reason"])
 
 
 def _decision_line(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
@@ -230,7 +232,7 @@ def _is_open(item: Json, answers: dict[str, str], resolved: set[str]) -> bool:
 
 
 def _group_lines(g: Group, answers: dict[str, str], resolved: set[str],
-                 compact: bool) -> list[str]:
+                 compact: bool, brief: dict[str, str] | None = None) -> list[str]:
     open_n = sum(1 for i in g.items if _is_open(i, answers, resolved))
     settled = g.items[0]["kind"] == "policy" or g.items[0]["tier"] == "Settled"
     done = " ✓" if not open_n and not settled else ""
@@ -246,7 +248,7 @@ def _group_lines(g: Group, answers: dict[str, str], resolved: set[str],
         return out
     for item in g.items:
         own, _ = recommend(item)
-        detail = _detail(item)
+        detail = _detail(item, brief)
         if len(g.items) == 1 and f"`{item['path']}`" in g.title:  # named by the title
             where = _lines(item).strip()
             out.append(f"  - {where + ': ' if where else ''}{detail}"
@@ -278,8 +280,9 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
            "The weightiest first: whole-file conflicts (modify/delete), files to port by hand, "
            "then conflict hunks by lines at stake. Each group says what we recommend; one "
            "command answers a whole group.", ""]
+    brief = brief_reasons(plan)  # a file's counts and figures in full once
     for g in groups:
-        out.extend(_group_lines(g, answers, resolved, compact))
+        out.extend(_group_lines(g, answers, resolved, compact, brief))
     out += ["", "Answer with `/sync answer <Qn> <choice>` (ranges work: `/sync answer Q3-Q7,Q9 "
             "theirs`); resolve a whole file with `/sync resolve <path> ours|theirs|suggested`; "
             "`/sync help` lists all commands."]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.engine.follow import EVIDENCE, TWIN, TWIN_EVIDENCE, TWIN_FIGURE, FollowUp
+from bot.engine.report.figures import brief_reasons
 from bot.engine.report.groups import (
     drops_fork,
     id_list,
@@ -180,12 +181,12 @@ def _copy_line(item: Json, twins: Json) -> str:
 
 
 def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: int,
-                url: str | None, with_suggestion: bool) -> list[str]:
+                url: str | None, with_suggestion: bool, reason: str) -> list[str]:
     copy = _copy_of(item)
     if copy is not None:
         out = [f"**{item['id']} · {item['tier']}** — {_copy_line(item, copy)}"]
     else:
-        out = [f"**{item['id']} · {item['tier']}** — {item['reason']}"]
+        out = [f"**{item['id']} · {item['tier']}** — {reason}"]
     if item.get("kind") == "file" and "deleted this file" not in item.get("reason", ""):
         who = who_deleted(item)
         if who == "fork":
@@ -256,6 +257,8 @@ def render_comment(items: list[Json], plan: Json | None = None, *, anchor: str |
         raise ValueError("a comment carries at least one review item")
     if anchor is None:
         anchor = next((str(i["id"]) for i in items if i.get("start_line") is not None), None)
+    # A file's counts and figures in full on its first item only.
+    brief = brief_reasons(plan, {str(i["path"]) for i in items}) if plan is not None else {}
     for budget, with_suggestion in ((SIDE_LIMIT, True), (SIDE_LIMIT // 6, True), (200, True),
                                     (200, False)):
         blocks: list[str] = []
@@ -264,7 +267,8 @@ def render_comment(items: list[Json], plan: Json | None = None, *, anchor: str |
         for item in items:
             blocks += _item_block(item, plan, anchored=item["id"] == anchor,
                                   side_budget=budget, url=blob_url,
-                                  with_suggestion=with_suggestion)
+                                  with_suggestion=with_suggestion,
+                                  reason=brief.get(str(item["id"])) or str(item["reason"]))
         text = "\n\n".join(blocks)
         if len(text) <= limit:
             return text

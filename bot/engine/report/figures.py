@@ -1,0 +1,56 @@
+"""Counts and figures a review says once per file. Pure.
+
+A reason in a file that is mostly one side's gives the file's changed lines and how often
+people kept the proposal in such hunks (``suggest.FILE_COUNTS``, ``suggest.FIGURE_GISTS``).
+Both are the same for every hunk of the file, and a file can hold dozens of hunks: its
+first item that shows its reason says them in full, and each later one says its gist and
+where the rest is ("… (counts: see Q5)"), so every comment still reads on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from bot.engine.suggest import FIGURE_GISTS, FILE_COUNTS
+
+Json = dict[str, Any]
+
+
+def _shows_reason(item: Json) -> bool:
+    """Whether the item's comment shows its reason: a copy of a twin shows its first's id
+    instead (``comments._copy_of``), so it never gives the figures in full."""
+    twins = item.get("twins")
+    return not (isinstance(twins, dict) and twins.get("group") and item.get("tier") != "Settled"
+                and str(twins["group"]) != str(item["id"]))
+
+
+def brief_reasons(plan: Json, paths: Iterable[str] | None = None) -> dict[str, str]:
+    """The reason of each item that repeats what an earlier item of its file says in full,
+    shortened to a back-reference; the items of ``paths`` only, if given."""
+    only = set(paths) if paths is not None else None
+    out: dict[str, str] = {}
+    for f in plan.get("files", []):
+        items = f.get("review_items") or []
+        if only is not None and not any(i.get("path") in only for i in items):
+            continue
+        said: dict[str, str] = {}  # a text said in full -> the id that says it
+        for item in items:
+            reason = str(item.get("reason") or "")
+            short = reason
+            counts = FILE_COUNTS.search(reason)
+            if counts and counts.group() in said:
+                short = short.replace(counts.group(), f" (counts: see {said[counts.group()]}).")
+            for full, gist in FIGURE_GISTS.items():
+                if full in reason and full in said:
+                    short = short.replace(full, f"{gist} (figures: see {said[full]}).")
+            if short != reason:
+                out[str(item["id"])] = short
+            if _shows_reason(item):
+                for text in ([counts.group()] if counts else []) + [
+                        full for full in FIGURE_GISTS if full in reason]:
+                    said.setdefault(text, str(item["id"]))
+    return out
+
+
+__all__ = ["brief_reasons"]
