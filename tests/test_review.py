@@ -443,8 +443,8 @@ def test_a_proposal_of_blank_lines_names_them_and_every_answer_is_listed() -> No
         "place (`/sync answer Q1 suggested` commits it)." in body
     assert "```\n\n```" not in body and "<suggested|ours>" not in body
     assert "Answer: `/sync answer Q1 ours` keeps the fork's side, `/sync answer Q1 theirs` " \
-        "(or `suggested`: the proposal is upstream's side) takes upstream's; or edit the " \
-        "region by hand." in body
+        "takes upstream's, `/sync answer Q1 suggested` commits the suggestion (the same text " \
+        "as `theirs`); or edit the region by hand." in body
 
 
 def test_a_tip_named_by_the_sha_of_the_head_ends_the_window_at_the_head(

@@ -113,20 +113,18 @@ def _sides(item: Json, budget: int, url: str | None) -> str:
 def _answer_line(item: Json) -> str:
     """Every answer the item takes. A conflict region takes ``ours`` and ``theirs`` always
     (``choices`` leaves out a side the proposal already is), ``suggested`` with a
-    proposal."""
+    proposal, which may be one side's text: then the line says so."""
     choices = [str(c) for c in item["choices"]]
     if item.get("kind") != "conflict":
         return f"Answer: `/sync answer {item['id']} <{'|'.join(choices)}>`"
     q, proposal = item["id"], item.get("suggestion")
-    same = {"ours": " (or `suggested`: the proposal is the fork's side)",
-            "theirs": " (or `suggested`: the proposal is upstream's side)"}
-    sides = [f"`/sync answer {q} ours`{same['ours'] if proposal == item.get('ours') else ''}"
-             " keeps the fork's side",
-             f"`/sync answer {q} theirs`"
-             f"{same['theirs'] if proposal == item.get('theirs') else ''} takes upstream's"]
-    if proposal is not None and proposal not in (item.get("ours"), item.get("theirs")):
-        sides.append(f"`/sync answer {q} suggested` commits the suggestion")
-    return f"Answer: {', '.join(sides)}; or edit the region by hand."
+    line = (f"Answer: `/sync answer {q} ours` keeps the fork's side, `/sync answer {q} theirs` "
+            "takes upstream's")
+    if proposal is not None:
+        same = next((f" (the same text as `{side}`)" for side in ("ours", "theirs")
+                     if proposal == item.get(side)), "")
+        line += f", `/sync answer {q} suggested` commits the suggestion{same}"
+    return line + "; or edit the region by hand."
 
 
 def _twins_line(item: Json, twins: Json) -> str:
