@@ -14,6 +14,10 @@ def test_the_words_both_sides_replaced_with_words_of_their_own() -> None:
     assert clash("f(a, b)\n", "f(c, b)\n", "f(a, d)\n") is None
     assert clash("f(a)\n", "f(a, b)\n", "g(a)\n") is None
     assert clash("f(a, b)\n", "f(b)\n", "f(c, b)\n") is None
+    # A version inside quotes is quoted whole.
+    got = clash('  "lodash": "4.17.20",\n', '  "lodash": "4.17.21-fork",\n',
+                '  "lodash": "4.17.21",\n')
+    assert got is not None and (got.base, got.context) == ("20", '"4.17.20"')
 
 
 def test_a_rewrapped_line_is_the_words_it_changed() -> None:
@@ -29,3 +33,4 @@ def test_the_words_a_version_lost() -> None:
     assert dropped_words(ours, "from m import A, B, C\n") == "`Fused`"
     assert dropped_words("a b c d e\n", "x\n") == "`a`, `b`, `c` and 2 more words"
     assert dropped_words("f(a)\n", "f(a, b)\n") == ""
+    assert dropped_words("f(float, float)\n", "f(int, int)\n") == "`float`"

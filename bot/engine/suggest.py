@@ -388,7 +388,7 @@ def _holds(held: str, holder: str, whose: str, other: str) -> str:
     """What a proposal that is one side as it is keeps, and the words it drops from the
     other side's lines (that side's edit did that)."""
     gone = dropped_words(held, holder)
-    return (f"it keeps {whose}'s edit and applies {other}'s"
+    return (f"it holds {whose}'s edit and {other}'s"
             + (f", which drops {gone} from {whose}'s lines." if gone else "."))
 
 

@@ -190,6 +190,7 @@ def dropped_words(old: str, new: str, most: int = 3) -> str:
                     kept[w] -= 1
                 elif _WORD.match(w):
                     gone.append(w)
+    gone = list(dict.fromkeys(gone))  # a word lost twice is named once
     if not gone:
         return ""
     shown = [f"`{w}`" for w in gone[:most]]
