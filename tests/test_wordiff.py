@@ -14,6 +14,7 @@ def test_the_words_both_sides_replaced_with_words_of_their_own() -> None:
     assert clash("f(a, b)\n", "f(c, b)\n", "f(a, d)\n") is None
     assert clash("f(a)\n", "f(a, b)\n", "g(a)\n") is None
     assert clash("f(a, b)\n", "f(b)\n", "f(c, b)\n") is None
+    assert clash("aa", "a", "<details>") is None and clash("x", "`y`", "z") is None
     # A version inside quotes is quoted whole.
     got = clash('  "lodash": "4.17.20",\n', '  "lodash": "4.17.21-fork",\n',
                 '  "lodash": "4.17.21",\n')
