@@ -449,6 +449,25 @@ def test_keep_both_when_one_addition_already_holds_the_other() -> None:
     assert (p.tier, p.rule, p.suggestion) == (Tier.DECIDE, "already in ours", ours)
 
 
+def test_nearly_the_same_addition_on_both_sides_is_never_kept_twice() -> None:
+    # ROCm's vLLM: both sides added the triton build, from two URLs. Keeping both builds
+    # triton twice; people kept one side (replayed: the combination was right at 26 of
+    # 312 such hunks), so there is no button, and the comment says where they differ.
+    base = "FROM rocm/pytorch\n\nRUN make\n"
+    build = ("# build triton\nRUN git clone https://github.com/{}/triton.git\n"
+             "RUN cd triton/python && pip install .\n")
+    ours = base.replace("\nRUN make", "\n" + build.format("ROCm") + "RUN make")
+    theirs = base.replace("\nRUN make", "\n" + build.format("ROCmSoftwarePlatform") + "RUN make")
+    p = propose(ours, base, theirs, "Dockerfile.rocm")
+    assert (p.tier, p.rule, p.suggestion) == (Tier.DECIDE, suggest.NEAR_TWINS_RULE, None)
+    assert p.choices == ("ours", "theirs") and "nearly the same lines" in (p.question or "")
+    assert "nearly the same 3 lines" in p.reason and "ROCmSoftwarePlatform" in p.reason
+    assert p.candidate is not None and p.candidate.count("# build triton") == 2
+    # Two different additions stay a "keep both" starting point.
+    other = base.replace("\nRUN make", "\nRUN pip install ray\nRUN pip install vllm\nRUN make")
+    assert propose(ours, base, other, "Dockerfile.rocm").rule != suggest.NEAR_TWINS_RULE
+
+
 def test_two_values_for_one_setting_are_a_choice_not_two_additions() -> None:
     p = propose("  show_application: false\n", "", "  show_application: true\n")
     assert p.tier is Tier.DECIDE and p.suggestion is None
