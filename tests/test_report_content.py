@@ -362,6 +362,23 @@ def test_add_add_is_recommended_as_one_whole_version_never_an_edit_to_apply() ->
     assert "apply the fork's" not in render_body(_plan_with([item]))
 
 
+def test_nearly_the_same_addition_is_recommended_as_one_side_never_combined() -> None:
+    base = "FROM rocm\n\nRUN make\n"
+    build = "# triton\nRUN git clone https://github.com/{}/triton.git\nRUN pip install .\n"
+    item = _proposed(2, "Dockerfile.rocm", base.replace("\nRUN", "\n" + build.format("ROCm")
+                                                         + "RUN"), base,
+                     base.replace("\nRUN", "\n" + build.format("ROCmSoftwarePlatform") + "RUN"))
+    assert item["rule"] == "both added nearly the same lines" and item["suggestion"] is None
+    text = render_comment([item], _plan())
+    (recommended,) = [ln for ln in text.splitlines() if ln.startswith("Recommended:")]
+    assert recommended.startswith("Recommended: keep one of the two") and "`/sync answer Q2 " \
+        "ours` (or `theirs`)" in recommended
+    assert "combine by hand" not in text and "```suggestion" not in text
+    body = render_body(_plan_with([item]))
+    assert "1 hunk where both sides added nearly the same lines: keep one side" in body
+    assert "combine by hand" not in body
+
+
 def test_the_body_counts_open_items_by_what_each_needs_and_follows_the_answers() -> None:
     gone = _item(1, "vime/gone.py", kind="file")  # upstream deleted it: no answer proposed
     gone.update(sides={"ours": {"mode": "100644", "oid": "f" * 40}, "theirs": None},

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine.follow import file_follow
-from bot.engine.suggest import THEIRS_HOLDS_FORK, base_rule, lines_changed
+from bot.engine.suggest import NEAR_TWINS_RULE, THEIRS_HOLDS_FORK, base_rule, lines_changed
 from bot.engine.wordiff import Clash, clash
 
 Json = dict[str, Any]
@@ -180,6 +180,10 @@ def recommend(item: Json) -> tuple[str, str | None]:
                 f"({_n_lines(theirs)}): the two are never glued together; the review comment "
                 f"shows how they differ. `/sync resolve {item.get('path')} ours` (or `theirs`)",
                 None)
+    if rule == NEAR_TWINS_RULE:
+        return ("keep one of the two: they add nearly the same lines (the reason says where "
+                "they differ), and keeping both would repeat them. `/sync answer "
+                f"{item.get('id')} ours` (or `theirs`)", None)
     both = clash(item.get("base") or "", item.get("ours") or "", item.get("theirs") or "")
     if both is not None:  # one edit cannot be applied to the other: they replaced one text
         return _pick_one(both), None

@@ -10,7 +10,7 @@ from collections.abc import Collection
 from typing import Any
 
 from bot.engine.report.groups import drops_fork, id_ranges, recommend
-from bot.engine.suggest import FORK_FILE
+from bot.engine.suggest import FORK_FILE, NEAR_TWINS_RULE
 
 Json = dict[str, Any]
 
@@ -31,6 +31,8 @@ _NEEDS = [
      "proposed"),
     ("manual", "{n} file{s} to port by hand"),
     ("add/add", "{n} file{s} both sides added: keep one version"),
+    ("near twins", "{n} hunk{s} where both sides added nearly the same lines: keep one "
+     "side (`/sync answer Qn ours` or `theirs`)"),
     ("by hand", "{n} hunk{s} to combine by hand (both edits shown as diffs)"),
     ("answer", "{n} hunk{s} with a recommended answer, one command each"),
     ("fork file", "{n} hunk{s} in files that are mostly the fork's, with the fork's version "
@@ -53,6 +55,8 @@ def _need(item: Json) -> str:
         return str(kind)
     if item.get("rule") == "add/add":
         return "add/add"
+    if item.get("rule") == NEAR_TWINS_RULE:
+        return "near twins"
     if item.get("suggestion") is not None:
         if item.get("tier") != "Decide":
             return "drops fork" if drops_fork(item) else "proposal"
