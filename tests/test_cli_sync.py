@@ -138,4 +138,5 @@ def test_commit_one_of_a_fork_without_translation_names_upstreams_trees(tmp_path
     assert out.returncode == 0, out.stderr
     message = git_text(fork, "log", "-1", "--format=%B", out.stdout.split()[-1])
     assert "· base = upstream@" in message and "translate(" not in message
+    assert "\n1 upstream PR, 1 path: 1 conflict\n" in message  # counted in words
     assert json.loads((tmp_path / "r.json").read_text())["translated"] is False

@@ -310,7 +310,8 @@ def commit_message(p: Plan) -> str:
         "",
         inputs_label(f"fork {p.fork_branch} @ {p.ours[:12]}", p.cutoff[:12], p.tip[:12],
                      p.translated),
-        f"{prs} upstream PRs, {len(p.files)} paths: "
+        f"{prs} upstream PR{'s' if prs != 1 else ''}, {len(p.files)} path"
+        f"{'s' if len(p.files) != 1 else ''}: "
         + ", ".join(f"{v} {k}" for k, v in counts.items() if v),
         "",
         "Conflict markers are kept on purpose: they are the review queue. Later commits",
