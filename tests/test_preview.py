@@ -81,6 +81,8 @@ def test_the_preview_is_the_request_bodies_for_commit_1(preview: dict[str, Any])
     assert "(upstream's change there is left out), one command: `/sync answer Q6 suggested` " \
         "| Q6 |\n" in body
     assert "| 1 starting point to check, one click each | Q7 |\n" in body
+    page = (out / "preview.html").read_text()
+    assert "5 threads for 7 review items,\n1 one-click suggestion, 2 without" in page
     # The check counts the open items as the body does ("Decide (6, 6 open)"), by id.
     assert "**Decide** (6, 6 open)" in body
     assert check["output"]["title"] == ("2 conflict regions still open (Q6–Q7) in 1 file; "

@@ -240,7 +240,7 @@ def test_body_counts_the_hunks_that_have_a_suggestion() -> None:
     assert "1 of 3 conflict hunks has a one-click suggestion" in \
         render_body(plan, one_click=["Q1"])
     # A proposal the review could not make one click (its region spans diff hunks).
-    assert "0 of 3 conflict hunks have a one-click suggestion; 1 more has a proposal that " \
+    assert "No conflict hunk has a one-click suggestion; 1 has a proposal that " \
         "`/sync answer <Qn> suggested` commits" in render_body(plan, one_click=[])
 
 

@@ -257,7 +257,7 @@ def test_the_pr_body_never_claims_more_than_the_delivery() -> None:
     refused = drop_threads(d, {d.review_index[0]})
     body = pr_section(plan, {"delivery": refused.summary(), "unanchored": refused.unplaced()})
     assert "0 of 2 review items have a review thread." in body
-    assert "0 of 1 conflict hunk have a one-click suggestion; 1 more has a proposal" in body
+    assert "No conflict hunk has a one-click suggestion; 1 has a proposal" in body
     assert "review thread" not in pr_section(plan, {})  # no delivery known: no claim
 
 

@@ -20,6 +20,7 @@ from markdown_it.utils import EnvType, OptionsDict
 from mdit_py_plugins.tasklists import tasklists_plugin
 
 from bot.engine.anchor import DiffFile, DiffHunk, DiffLine, Thread, Where
+from bot.engine.report.body import _count
 
 if TYPE_CHECKING:
     from bot.engine.preview import Preview
@@ -96,8 +97,9 @@ def render_page(p: Preview) -> str:
 <header><h1 id="title">{esc(p.title)}</h1>
 <p><span class="state">Draft</span> forksync wants to merge commit 1
 <code>{esc(d.commit[:12])}</code> from <code>{esc(p.branch)}</code>:
-{s['threads']} threads for {s['items']} review items, {s['suggestions']} one-click
-suggestions, {len(s['unplaced'])} without a thread.</p>
+{_count(s['threads'], 'thread')} for {_count(s['items'], 'review item')},
+{_count(s['suggestions'], 'one-click suggestion')}, {len(s['unplaced'])} without a
+thread.</p>
 <nav><a href="#conversation">Conversation</a> · <a href="#files">Files changed</a> ·
 <a href="#checks">Checks</a></nav></header>
 <main>

@@ -196,10 +196,12 @@ def _suggestion_count(items: list[Json], one_click: Collection[str] | None) -> s
     if not proposed:
         return f" No conflict hunk has a one-click suggestion: each shows {rest}"
     clicks = sum(1 for i in hunks if i["id"] in one_click)
-    text = f" {clicks} of {n} {'has' if clicks == 1 else 'have'} a one-click suggestion"
+    text = (f" {clicks} of {n} {'has' if clicks == 1 else 'have'} a one-click suggestion"
+            if clicks else " No conflict hunk has a one-click suggestion")
     if proposed > clicks:
         # A proposal on a region that spans several hunks of the diff cannot be one click.
-        text += (f"; {proposed - clicks} more {'has' if proposed - clicks == 1 else 'have'}"
+        text += (f"; {proposed - clicks}{' more' if clicks else ''} "
+                 f"{'has' if proposed - clicks == 1 else 'have'}"
                  " a proposal that `/sync answer <Qn> suggested` commits")
     return text + (f"; the others show {rest}" if proposed < len(hunks) else ".")
 
