@@ -451,8 +451,8 @@ def test_keep_both_when_one_addition_already_holds_the_other() -> None:
 
 def test_nearly_the_same_addition_on_both_sides_is_never_kept_twice() -> None:
     # ROCm's vLLM: both sides added the triton build, from two URLs. Keeping both builds
-    # triton twice; people kept one side (replayed: the combination was right at 26 of
-    # 312 such hunks), so there is no button, and the comment says where they differ.
+    # triton twice; people kept one side (replayed: the combination was right at 24 of
+    # 315 such hunks), so there is no button, and the comment says where they differ.
     base = "FROM rocm/pytorch\n\nRUN make\n"
     build = ("# build triton\nRUN git clone https://github.com/{}/triton.git\n"
              "RUN cd triton/python && pip install .\n")
