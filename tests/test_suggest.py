@@ -638,3 +638,14 @@ def test_lines_are_counted_as_git_numstat_counts_them() -> None:
     assert c == Changed(2, 1) and round(c.fork_share, 3) == 0.667
     assert share.file_changes(None, base, base) is None  # add/add: no base
     assert Changed(0, 0).fork_share == 0.0
+
+
+def test_a_line_count_rule_says_what_each_side_did_and_claims_no_more() -> None:
+    # The slime window: upstream deleted a flag's line, the fork changed it. Counted line
+    # by line the fork "removed" the line too, which is all the rule knows, so the reason
+    # says "may" and shows both edits, and never that the fork already made upstream's.
+    p = propose("  --rollout-external \\  # vime\n", "  --rollout-external \\\n", "")
+    assert p.rule == "already in ours, by lines" and p.suggestion is not None
+    assert "may already hold upstream's change" in p.reason
+    assert p.reason.endswith("Upstream deleted 1 line; the fork added `# vime` at the end of "
+                             "`--rollout-external \\`.")

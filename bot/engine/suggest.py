@@ -461,12 +461,14 @@ def _contained(h: Hunk) -> _Draft:
                           "fork's", h.theirs)
     if _sub_change(h.base, h.theirs, h.ours):
         return _Draft("already in ours, by lines", "every line upstream added or removed here, "
-                      "the fork added or removed too: upstream's change looks already made in "
-                      "the fork's version; the proposal keeps ours", h.ours)
+                      "the fork added or removed too (counted line by line, not merged): the "
+                      "fork's version may already hold upstream's change; the proposal keeps "
+                      f"ours. {_sentences(h)}", h.ours)
     if _sub_change(h.base, h.ours, h.theirs):
         return _Draft("already in theirs, by lines", "every line the fork added or removed "
-                      "here, upstream added or removed too: the fork's change looks already "
-                      "made in upstream's version; check it is, then take theirs", h.theirs)
+                      "here, upstream added or removed too (counted line by line, not merged): "
+                      "upstream's version may already hold the fork's change; check it does, "
+                      f"then take theirs. {_sentences(h)}", h.theirs)
     if not h.ours.strip() and h.base.strip():
         return _Draft("fork deleted, upstream changed", "the fork deleted these lines and "
                       "upstream changed them; the proposal keeps the fork's deletion "
