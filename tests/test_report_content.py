@@ -429,6 +429,16 @@ def test_deleted_files_with_a_proposal_are_one_command_in_the_needs_table() -> N
     assert "`/sync answer Q1 ours`" in text
 
 
+def test_the_deletions_figures_are_said_once_per_sync() -> None:
+    items = _deleted_by_fork()
+    plan = _plan_with(items)
+    first, second = (render_comment([i], plan) for i in items[:2])
+    assert "1,650 of 1,883" in first and "figures: see" not in first
+    assert "1,650 of 1,883" not in second
+    assert "people kept it in 88% of such files (figures: see Q1). Take upstream's" in second
+    assert render_body(plan).count("1,650 of 1,883") <= 1  # the body groups them
+
+
 def test_deleted_files_a_fork_has_learned_to_keep_deleted_are_confirmed_in_one_command() -> None:
     body = render_body(_plan_with(_deleted_by_fork("Confirm")))
     assert ("| 2 files one side deleted, with the fork's side (ours) proposed: one command "

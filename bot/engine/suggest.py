@@ -136,6 +136,16 @@ FIGURE_GISTS: dict[str, str] = {
     TIER_FIGURES["already in theirs" + UPSTREAM_FILE]: "People committed upstream's version "
     "in 92% of such hunks",
 }
+# The figures of the whole-file proposals (modify/delete): the same for every such file of
+# a sync, so a review says them in full once and points to that item after (figures.py).
+FORK_DELETED_FIGURE = ("people kept it in 1,650 of 1,883 such files of 25 projects' merges "
+                       "(88%), but in fewer than 8 in 10 in 6 of them (in one, 71 of 155)")
+UPSTREAM_DELETED_FIGURE = ("People took upstream's deletion in 528 of 675 such files of 25 "
+                           "projects' merges (78%)")
+SYNC_FIGURE_GISTS: dict[str, str] = {
+    FORK_DELETED_FIGURE: "people kept it in 88% of such files",
+    UPSTREAM_DELETED_FIGURE: "People took upstream's deletion in 78% of such files",
+}
 # The counts of a file's changed lines that reasons in files that are one side's give
 # (``_in_upstreams_file``, ``_contained``): the same for every hunk of the file.
 FILE_COUNTS = re.compile(r": of the [\d,]+ lines changed in it since the two split, "
@@ -313,17 +323,15 @@ def propose_whole_file(deleted_by: str) -> Proposal:
     """
     if deleted_by == "fork":
         rule, side = FORK_DELETED, "ours"
-        reason = ("The proposal keeps the fork's deletion: people kept it in 1,650 of 1,883 "
-                  "such files of 25 projects' merges (88%), but in fewer than 8 in 10 in 6 "
-                  "of them (in one, 71 of 155). Take upstream's version instead if "
-                  "the fork only moved the file or still needs upstream's change.")
+        reason = (f"The proposal keeps the fork's deletion: {FORK_DELETED_FIGURE}. Take "
+                  "upstream's version instead if the fork only moved the file or still needs "
+                  "upstream's change.")
         question = "Keep the fork's deletion (ours), or take upstream's version (theirs)?"
     else:
         rule, side = UPSTREAM_DELETED, "theirs"
-        reason = ("People took upstream's deletion in 528 of 675 such files of 25 projects' "
-                  "merges (78%), too few in some projects for a promise: it drops the fork's "
-                  "changes to the file, so move them elsewhere first if the fork still needs "
-                  "them.")
+        reason = (f"{UPSTREAM_DELETED_FIGURE}, too few in some projects for a promise: it "
+                  "drops the fork's changes to the file, so move them elsewhere first if the "
+                  "fork still needs them.")
         question = "Take upstream's deletion (theirs), or keep the fork's version (ours)?"
     tier = RULE_TIERS.get(rule, Tier.DECIDE)
     return Proposal(tier, reason, None, question=question,

@@ -1,7 +1,10 @@
 """Counts and figures a review says once per file. Pure.
 
 A reason in a file that is mostly one side's gives the file's changed lines and how often
-people kept the proposal in such hunks (``suggest.FILE_COUNTS``, ``suggest.FIGURE_GISTS``).
+people kept the proposal in such hunks (``suggest.FILE_COUNTS``, ``suggest.FIGURE_GISTS``);
+a whole-file proposal (modify/delete) gives how often people kept the deletion
+(``suggest.SYNC_FIGURE_GISTS``), the same for every such file of the sync, said in full
+on its first one.
 Both are the same for every hunk of the file, and a file can hold dozens of hunks: its
 first item that shows its reason says them in full, and each later one says its gist and
 where the rest is ("… (counts: see Q5)"), so every comment still reads on its own.
@@ -12,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from bot.engine.suggest import FIGURE_GISTS, FILE_COUNTS
+from bot.engine.suggest import FIGURE_GISTS, FILE_COUNTS, SYNC_FIGURE_GISTS
 
 Json = dict[str, Any]
 
@@ -26,14 +29,14 @@ def _shows_reason(item: Json) -> bool:
 
 
 def brief_reasons(plan: Json, paths: Iterable[str] | None = None) -> dict[str, str]:
-    """The reason of each item that repeats what an earlier item of its file says in full,
-    shortened to a back-reference; the items of ``paths`` only, if given."""
+    """The reason of each item that repeats what an earlier item says in full (of its
+    file, or of the whole sync for a whole-file proposal's figures), shortened to a
+    back-reference; the items of ``paths`` only, if given."""
     only = set(paths) if paths is not None else None
     out: dict[str, str] = {}
+    said_sync: dict[str, str] = {}  # the same for every file of the sync
     for f in plan.get("files", []):
         items = f.get("review_items") or []
-        if only is not None and not any(i.get("path") in only for i in items):
-            continue
         said: dict[str, str] = {}  # a text said in full -> the id that says it
         for item in items:
             reason = str(item.get("reason") or "")
@@ -44,12 +47,18 @@ def brief_reasons(plan: Json, paths: Iterable[str] | None = None) -> dict[str, s
             for full, gist in FIGURE_GISTS.items():
                 if full in reason and full in said:
                     short = short.replace(full, f"{gist} (figures: see {said[full]}).")
-            if short != reason:
+            for full, gist in SYNC_FIGURE_GISTS.items():
+                if full in reason and full in said_sync:
+                    short = short.replace(full, f"{gist} (figures: see {said_sync[full]})")
+            if short != reason and (only is None or item.get("path") in only):
                 out[str(item["id"])] = short
             if _shows_reason(item):
                 for text in ([counts.group()] if counts else []) + [
                         full for full in FIGURE_GISTS if full in reason]:
                     said.setdefault(text, str(item["id"]))
+                for full in SYNC_FIGURE_GISTS:
+                    if full in reason:
+                        said_sync.setdefault(full, str(item["id"]))
     return out
 
 
