@@ -25,7 +25,7 @@ from bot.engine.markers import MarkerRegion, split_lines
 from bot.engine.model import Changed, Tier
 from bot.engine.remerge import Resolved, both_changed_a_line, fine_merge
 from bot.engine.share import changed_lines
-from bot.engine.wordiff import dropped_words
+from bot.engine.wordiff import dropped_words, quotable
 
 _WS = re.compile(r"\s+")
 CONTEXT_LINES = 8  # lines of the merged file on each side of a region that rules may read
@@ -406,7 +406,7 @@ def _near_twins(h: Hunk, text: str) -> str | None:
     differ = ""
     if first is not None:
         mine, yours = changed_span(first[0], first[1])
-        if not any(bad in f"{mine}{yours}" for bad in ("`", "<details", "</details")):
+        if quotable(mine, yours):
             differ = f" (the fork's has `{mine}` where upstream's has `{yours}`)"
     return f"{_n(max(len(ours), len(theirs)), 'line')}{differ}"
 

@@ -14,8 +14,9 @@ TRAILER_WINDOW = "Upstream-Window"
 
 _SQUASH = re.compile(r"^(?P<title>.*?)\s*\(#(?P<n>\d+)\)\s*$")
 _MERGE = re.compile(r"^Merge pull request #(?P<n>\d+) from (?P<who>[^/\s]+)(?:/\S*)?")
+LOGIN = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})"  # a GitHub login's shape
 # GitHub's address for a user who keeps theirs private: [id+]login@users.noreply.github.com
-_NOREPLY = re.compile(r"^(?:\d+\+)?(?P<login>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))"
+_NOREPLY = re.compile(rf"^(?:\d+\+)?(?P<login>{LOGIN})"
                       r"@users\.noreply\.github\.com$", re.IGNORECASE)
 _SYNC_LINE = re.compile(
     r"^\s*Upstream-Sync:\s*(?P<repo>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-fA-F]{7,64})\s*$",

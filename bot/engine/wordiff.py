@@ -27,7 +27,12 @@ MAX_TOKENS = 400  # past this many words per text, once the lines they share are
 # What a Markdown code span in a comment cannot carry as it is: a backtick ends it, and a
 # <details> tag, though shown as text there, is counted by the checks that keep a body's
 # folds balanced (``report.limits.is_balanced``).
-_UNQUOTABLE = ("`", "<details", "</details")
+UNQUOTABLE = ("`", "<details", "</details")
+
+
+def quotable(*texts: str) -> bool:
+    """Whether each text can sit in a code span of a comment as it is."""
+    return not any(bad in text for text in texts for bad in UNQUOTABLE)
 
 Span = tuple[int, int, int, int]  # base tokens [i1, i2) became side tokens [j1, j2)
 
@@ -161,8 +166,8 @@ def clash(base: str, ours: str, theirs: str) -> Clash | None:
             span[1 if step > 0 else 0] += step
     (b0, b1), (o0, o1), (t0, t1) = spans
     said, mine, yours = _text(base, b, b0, b1), _text(ours, o, o0, o1), _text(theirs, t, t0, t1)
-    if not (said and mine and yours) or max(len(said), len(mine), len(yours)) > LIMIT or any(
-            bad in x for x in (said, mine, yours) for bad in _UNQUOTABLE):
+    if (not (said and mine and yours) or max(len(said), len(mine), len(yours)) > LIMIT
+            or not quotable(said, mine, yours)):
         return None
     start = b[b0].start()
     line_start = base.rfind("\n", 0, start) + 1

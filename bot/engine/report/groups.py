@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.engine.follow import file_follow
 from bot.engine.suggest import NEAR_TWINS_RULE, THEIRS_HOLDS_FORK, base_rule, lines_changed
+from bot.engine.window import LOGIN
 from bot.engine.wordiff import Clash, clash
 
 Json = dict[str, Any]
@@ -233,7 +234,7 @@ def _window(plan: Json) -> dict[int, Json]:
     return {e["number"]: e for e in plan.get("window", []) if e.get("number") is not None}
 
 
-_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
+_LOGIN = re.compile(LOGIN)
 
 
 def by_author(entry: Json) -> str:
