@@ -408,6 +408,9 @@ async def test_upstream_merge_opens_a_draft_pr_with_one_review_and_a_failing_che
 
     run = world.check(commit1)
     assert run.status == "completed" and run.conclusion == "failure"
+    # The check counts the buttons the review has, as the PR body does.
+    assert ("By what each needs: 1 hunk to combine by hand (both edits shown as diffs) · "
+            "2 starting points to check, one click each.") in (run.summary or "")
     # Besides the markers, the DESIGN config's prose rule earns config warnings.
     assert sorted(a["path"] for a in run.annotations
                   if a["path"] != ".github/forksync.yml") == [A, B, B]

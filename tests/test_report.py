@@ -302,6 +302,22 @@ def test_the_check_counts_open_items_as_the_pr_body_does_and_names_them() -> Non
     assert "- `vime/f1.py`: 1 (Q2)" in summary
 
 
+def test_the_check_says_one_click_where_the_body_does_and_a_command_elsewhere() -> None:
+    from bot.engine.gate import check_output, initial_remaining
+
+    plan = _plan(n_files=3)
+    for f in plan["files"][:3]:
+        f["review_items"][0]["suggestion"] = "a\n"
+    # The review gave Q1 and Q3 a button; Q2's region spans two hunks of the PR diff.
+    body = render_body(plan, posted=3, one_click=["Q1", "Q3"])
+    _, _, summary = check_output(plan, initial_remaining(plan, {}), one_click=["Q1", "Q3"])
+    assert "| 2 starting points to check, one click each | Q1, Q3 |\n" in body
+    assert ("By what each needs: 2 starting points to check, one click each · 1 starting "
+            "point to check, one command: `/sync answer Q2 suggested`.") in summary
+    # No review known: the check claims no button, as the body claims none.
+    assert "one click" not in check_output(plan, initial_remaining(plan, {}))[2]
+
+
 def test_the_checks_title_names_a_few_ids_and_counts_the_rest() -> None:
     ids = [f"Q{2 * k + 1}" for k in range(200)]  # no two consecutive: no ranges
     title, _ = render_check_output(_plan(), {"vime/f0.py": 200}, [], open_regions=ids)

@@ -8,7 +8,7 @@ follow-up both render the check from here; :mod:`bot.github.checks` posts it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,8 +112,10 @@ def check_annotations(remaining: Sequence[Remaining]) -> list[dict[str, Any]]:
 
 
 def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
-                 behind: int = 0) -> tuple[str, str, str]:
-    """(conclusion, title, summary) of the ``forksync`` check."""
+                 behind: int = 0, one_click: Collection[str] | None = None
+                 ) -> tuple[str, str, str]:
+    """(conclusion, title, summary) of the ``forksync`` check. ``one_click``: the ids whose
+    posted thread has a suggestion button (the PR body's count); None claims none."""
     markers: dict[str, int] = {}
     open_regions: list[str] = []  # the items whose regions remain (the PR body's open ones)
     for r in remaining:
@@ -149,7 +151,7 @@ def check_output(plan_json: dict[str, Any], remaining: Sequence[Remaining], *,
                                      for r in residue))
     if markers or decisions or not extra:
         title, summary = render_check_output(plan_json, markers, decisions,
-                                             open_regions=open_regions)
+                                             open_regions=open_regions, one_click=one_click)
         title = "; ".join([title, *extra])
     else:
         title = extra[0][0].upper() + ", ".join(extra)[1:]
@@ -187,9 +189,11 @@ def annotation_batches(plan_json: dict[str, Any], remaining: Sequence[Remaining]
 
 
 def check_run_request(plan_json: dict[str, Any], remaining: Sequence[Remaining], sha: str, *,
-                      behind: int = 0) -> dict[str, Any]:
+                      behind: int = 0, one_click: Collection[str] | None = None
+                      ) -> dict[str, Any]:
     """The request body of ``POST /repos/{owner}/{repo}/check-runs``, first 50 annotations."""
-    conclusion, title, summary = check_output(plan_json, remaining, behind=behind)
+    conclusion, title, summary = check_output(plan_json, remaining, behind=behind,
+                                              one_click=one_click)
     batches = annotation_batches(plan_json, remaining)
     return {"name": CHECK_NAME, "head_sha": sha, "status": "completed",
             "conclusion": conclusion, "external_id": sha,

@@ -65,5 +65,6 @@ def build_preview(plan_json: Json, diff_text: str, commit: str, *, title: str, b
     remaining = initial_remaining(plan_json, {})
     batches = annotation_batches(plan_json, remaining)
     return Preview(title, branch, plan_json, pr_section(plan_json, sync), diff, delivery,
-                   check_run_request(plan_json, remaining, commit),
+                   check_run_request(plan_json, remaining, commit,
+                                     one_click=delivery.one_click()),
                    [a for batch in batches for a in batch])

@@ -239,8 +239,14 @@ def pr_section(plan_json: Json, sync: Json) -> str:
         report_url=sync.get("report_url"), report_path=sync.get("report_path"),
         posted=(sync["delivery"]["items"] - len(sync["delivery"]["unplaced"])
                 if sync.get("delivery") else None),
-        # A state saved before the ids were recorded knows no button: none is claimed.
-        one_click=sync["delivery"].get("one_click") if sync.get("delivery") else None)
+        one_click=one_click_ids(sync))
+
+
+def one_click_ids(sync: Json) -> list[str] | None:
+    """The ids of the items whose posted thread carries a suggestion button, as the PR
+    body and the check count them; None before a review is posted, or for a state saved
+    before the ids were recorded: then no button is claimed."""
+    return sync["delivery"].get("one_click") if sync.get("delivery") else None
 
 
 def unanchored_lines(items: Sequence[Json]) -> list[str]:

@@ -7,7 +7,7 @@ an annotation twice. What the check says is built purely in :mod:`bot.engine.gat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from bot.engine.gate import (
@@ -33,13 +33,16 @@ async def find_check_run(gh: GitHubClient, fork: str, sha: str) -> Any | None:
 
 async def upsert_check_run(gh: GitHubClient, fork: str, sha: str, plan_json: dict[str, Any],
                            remaining: Sequence[Remaining], *, behind: int = 0,
+                           one_click: Collection[str] | None = None,
                            max_batches: int | None = None) -> int:
     """Find-or-create the ``forksync`` check on ``sha``; send only what differs.
 
     Annotations go out 50 per request. ``max_batches`` caps those requests (a push
-    rescan keeps to one); the summary still names every remaining file.
+    rescan keeps to one); the summary still names every remaining file. ``one_click``
+    is the ids whose posted thread has a suggestion button (``one_click_ids(sync)``).
     """
-    conclusion, title, summary = check_output(plan_json, remaining, behind=behind)
+    conclusion, title, summary = check_output(plan_json, remaining, behind=behind,
+                                              one_click=one_click)
     batches = annotation_batches(plan_json, remaining)
     if max_batches is not None:
         batches = batches[:max_batches]
@@ -47,7 +50,8 @@ async def upsert_check_run(gh: GitHubClient, fork: str, sha: str, plan_json: dic
     if run is None:
         # The very request body `forksync sync --preview` writes to check.json.
         run = await gh.post(f"/repos/{fork}/check-runs",
-                            data=check_run_request(plan_json, remaining, sha, behind=behind))
+                            data=check_run_request(plan_json, remaining, sha, behind=behind,
+                                                   one_click=one_click))
         start = 1
     else:
         output = run.get("output") or {}

@@ -38,6 +38,7 @@ from bot.engine.rescan import (
     scan,
     tree_entries,
 )
+from bot.engine.review import one_click_ids
 from bot.errors import ForksyncError, MissingObject
 from bot.github import remote
 from bot.github.checks import report_error, upsert_check_run
@@ -208,7 +209,8 @@ side a file's resolved hunks all took on its open ones (≤ 3 writes, one more o
                       render_pr_body(plan_json, sync),
                       title=retitle(plan_json, pull.get("title") or "", open_files))
     check_id = await upsert_check_run(gh, fork, head_sha, plan_json, result.remaining,
-                                      behind=int(sync.get("behind", 0)), max_batches=1)
+                                      behind=int(sync.get("behind", 0)),
+                                      one_click=one_click_ids(sync), max_batches=1)
     sync.setdefault("check_runs", {})[head_sha] = check_id
     await asyncio.to_thread(save_fork_state, store, fork, state)
     if await post_follow_ups(gh, fork, pr_number, head_sha, plan_json, sync, result, fork_git):

@@ -6,7 +6,7 @@ decision is left (the caller counts them); warnings never turn it green or red.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from bot.engine.report.body import _code, _count, _decision_line
@@ -47,11 +47,14 @@ def open_title(markers: dict[str, int], regions: Sequence[str],
 
 def render_check_output(plan: Json, remaining_markers: dict[str, int],
                         open_decisions: list[Json], *,
-                        open_regions: Sequence[str] = ()) -> tuple[str, str]:
+                        open_regions: Sequence[str] = (),
+                        one_click: Collection[str] | None = None) -> tuple[str, str]:
     """Title and summary of the ``forksync`` check run.
 
     ``open_regions`` is the ids of the items whose marker regions remain (a region the
-    plan does not know is only counted, in ``remaining_markers``).
+    plan does not know is only counted, in ``remaining_markers``). ``one_click`` is the
+    ids whose posted thread has a suggestion button: the check says "one click" of those
+    alone, as the PR body does (None: no review known, no button claimed).
     """
     markers = sum(remaining_markers.values())
     warnings = _warning_lines(plan)
@@ -67,7 +70,7 @@ def render_check_output(plan: Json, remaining_markers: dict[str, int],
     open_items = [items[i] for i in open_regions if i in items]
     counted = {str(i["id"]) for i in open_items}
     open_items += [i for i in open_decisions if str(i["id"]) not in counted]
-    work = workload(open_items)
+    work = workload(open_items, one_click)
     if work:
         lines += [f"By what each needs: {work}.", ""]
     if remaining_markers:

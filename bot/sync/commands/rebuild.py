@@ -26,7 +26,7 @@ from bot.engine.config import CONFIG_PATH
 from bot.engine.git import Git
 from bot.engine.model import marker_sizes
 from bot.engine.rerere import Earlier, hunk_key
-from bot.engine.review import build_delivery, local_diff, plan_items
+from bot.engine.review import build_delivery, local_diff, one_click_ids, plan_items
 from bot.github import remote
 from bot.github.checks import upsert_check_run
 from bot.github.pulls import post_delivery
@@ -293,7 +293,8 @@ async def finish_rebuild(run: Runner, pending: dict[str, Any]) -> None:
             pull = await run.gh.getitem(f"/repos/{run.req.fork}/pulls/{run.req.pr}")
             await run.patch_pr(pull, render_pr_body(plan_json, sync))
     check_id = await upsert_check_run(run.gh, run.req.fork, pending["head"], plan_json,
-                                      result.remaining, behind=0, max_batches=1)
+                                      result.remaining, behind=0,
+                                      one_click=one_click_ids(sync), max_batches=1)
     sync.setdefault("check_runs", {})[pending["head"]] = check_id
     await run.save()
 

@@ -16,6 +16,7 @@ from bot.app.context import JobContext
 from bot.engine.config import CONFIG_PATH
 from bot.engine.gate import Remaining, initial_remaining
 from bot.engine.git import Git
+from bot.engine.review import one_click_ids
 from bot.errors import ForksyncError
 from bot.github import remote
 from bot.github.checks import upsert_check_run
@@ -220,7 +221,8 @@ class Runner:
             return
         head = str(pull.get("head", {}).get("sha") or sync.get("head") or sync["commit"])
         check_id = await upsert_check_run(self.gh, self.req.fork, head, plan_json, kept,
-                                          behind=int(sync.get("behind", 0)), max_batches=1)
+                                          behind=int(sync.get("behind", 0)),
+                                          one_click=one_click_ids(sync), max_batches=1)
         sync.setdefault("check_runs", {})[head] = check_id
         await self.save()
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.engine.gate import Remaining, initial_remaining
 from bot.engine.git import Git
+from bot.engine.review import one_click_ids
 from bot.engine.window import list_window
 from bot.github.checks import upsert_check_run
 from bot.github.pulls import update_body
@@ -54,7 +55,7 @@ async def record_behind(run: RunContext, pull: Any, tip_sha: str) -> str:
     remaining = ([Remaining.from_json(r) for r in sync["remaining"]] if "remaining" in sync
                  else initial_remaining(plan_json, dict(sync.get("answers", {}))))
     check_id = await upsert_check_run(gh, fork, head, plan_json, remaining, behind=behind,
-                                      max_batches=1)
+                                      one_click=one_click_ids(sync), max_batches=1)
     sync.setdefault("check_runs", {})[head] = check_id
     await run.save()
     return "behind"

@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 from bot.engine.rescan import read_head
+from bot.engine.review import one_click_ids
 from bot.github.checks import upsert_check_run
 from bot.sync.publish.context import RunContext
 
@@ -30,6 +31,7 @@ async def put_check(run: RunContext, plan_json: dict[str, Any]) -> None:
     sync["remaining"] = [r.to_json() for r in remaining]
     sync["head"] = sync["commit"]
     check_id = await upsert_check_run(run.gh, run.fork, sync["commit"], plan_json, remaining,
-                                      behind=int(sync.get("behind", 0)))
+                                      behind=int(sync.get("behind", 0)),
+                                      one_click=one_click_ids(sync))
     sync.setdefault("check_runs", {})[sync["commit"]] = check_id
     await run.save()
