@@ -551,15 +551,35 @@ def test_a_files_counts_and_figures_are_said_in_full_once_per_file() -> None:
     assert [t.count("lines changed in it since the two split") for t in texts] == \
         [1, 0, 0, 1, 0]
     # A later item still says what the file is and the gist, and where the rest is.
-    assert ("in a file that is mostly the fork's (counts: see Q1). Upstream changed "
-            "`return alloc(n2)` to") in texts[1]
+    # Q1 says both the counts and the figures: one back-reference names it, once.
+    assert ("in a file that is mostly the fork's (counts and figures: see Q1). Upstream "
+            "changed `return alloc(n2)` to") in texts[1]
     assert ("The proposal keeps the fork's version, so upstream's change here is not applied: "
-            "people kept the fork's version in 67% of such hunks (figures: see Q1).") in texts[1]
-    assert "(counts: see Q4)" in texts[4] and "(figures: see Q4)" in texts[4]
+            "people kept the fork's version in 67% of such hunks.") in texts[1]
+    assert [t.count("see Q") for t in texts] == [0, 1, 1, 0, 1]
+    assert "(counts and figures: see Q4)" in texts[4] and "(figures: see" not in texts[4]
     body = render_body(plan)
-    assert body.count(FORK_FILE_FIGURE) == 2 and body.count("(figures: see Q1)") == 2
+    assert body.count(FORK_FILE_FIGURE) == 2 and body.count("(counts and figures: see Q1)") == 2
     # Without the plan (one item alone), the comment says it all.
     assert FORK_FILE_FIGURE in render_comment([gc[1]])
+
+
+def test_counts_and_figures_said_by_two_items_keep_a_reference_each() -> None:
+    from bot.engine.report.figures import brief_reasons
+    from bot.engine.suggest import FORK_FILE_FIGURE
+
+    counts = ": of the 2,319 lines changed in it since the two split, the fork changed 1,943 " \
+             "and upstream 376."
+    reasons = [f"Kept: {FORK_FILE_FIGURE}",  # Q1 says the figures only
+               f"In the fork's file{counts}",  # Q2 the counts only
+               f"In the fork's file{counts} Kept: {FORK_FILE_FIGURE}"]
+    plan = _plan(n_files=1)
+    plan["files"][0]["review_items"] = [
+        dict(_item(n, "vime/f0.py"), reason=r) for n, r in enumerate(reasons, 1)]
+    short = brief_reasons(plan)
+    assert set(short) == {"Q3"}
+    assert short["Q3"] == ("In the fork's file (counts: see Q2). Kept: people kept the fork's "
+                           "version in 67% of such hunks (figures: see Q1).")
 
 
 def test_each_figure_in_short_keeps_its_figures_number() -> None:

@@ -42,11 +42,16 @@ def brief_reasons(plan: Json, paths: Iterable[str] | None = None) -> dict[str, s
             reason = str(item.get("reason") or "")
             short = reason
             counts = FILE_COUNTS.search(reason)
-            if counts and counts.group() in said:
-                short = short.replace(counts.group(), f" (counts: see {said[counts.group()]}).")
-            for full, gist in FIGURE_GISTS.items():
-                if full in reason and full in said:
-                    short = short.replace(full, f"{gist} (figures: see {said[full]}).")
+            counts_at = said.get(counts.group()) if counts else None
+            figures = [full for full in FIGURE_GISTS if full in reason and full in said]
+            # One back-reference where the counts and the figures are said by one item.
+            both = counts_at is not None and any(said[full] == counts_at for full in figures)
+            if counts and counts_at is not None:
+                short = short.replace(counts.group(), f" (counts{' and figures' if both else ''}"
+                                      f": see {counts_at}).")
+            for full in figures:
+                at = "" if said[full] == counts_at else f" (figures: see {said[full]})"
+                short = short.replace(full, f"{FIGURE_GISTS[full]}{at}.")
             for full, gist in SYNC_FIGURE_GISTS.items():
                 if full in reason and full in said_sync:
                     short = short.replace(full, f"{gist} (figures: see {said_sync[full]})")
