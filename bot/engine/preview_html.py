@@ -20,7 +20,7 @@ from markdown_it.utils import EnvType, OptionsDict
 from mdit_py_plugins.tasklists import tasklists_plugin
 
 from bot.engine.anchor import DiffFile, DiffHunk, DiffLine, Thread, Where
-from bot.engine.report.body import _count
+from bot.engine.report.body import count_of
 
 if TYPE_CHECKING:
     from bot.engine.preview import Preview
@@ -97,8 +97,8 @@ def render_page(p: Preview) -> str:
 <header><h1 id="title">{esc(p.title)}</h1>
 <p><span class="state">Draft</span> forksync wants to merge commit 1
 <code>{esc(d.commit[:12])}</code> from <code>{esc(p.branch)}</code>:
-{_count(s['threads'], 'thread')} for {_count(s['items'], 'review item')},
-{_count(s['suggestions'], 'one-click suggestion')}, {len(s['unplaced'])} without a
+{count_of(s['threads'], 'thread')} for {count_of(s['items'], 'review item')},
+{count_of(s['suggestions'], 'one-click suggestion')}, {len(s['unplaced'])} without a
 thread.</p>
 <nav><a href="#conversation">Conversation</a> · <a href="#files">Files changed</a> ·
 <a href="#checks">Checks</a></nav></header>

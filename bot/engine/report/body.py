@@ -37,11 +37,11 @@ LIST_LIMIT = 40  # paths listed per status before "and N more", in a shortened b
 Json = dict[str, Any]
 
 
-def _code(text: str) -> str:
+def code_span(text: str) -> str:
     return f"`{text}`" if "`" not in text else f"`` {text} ``"
 
 
-def _count(n: int, noun: str) -> str:
+def count_of(n: int, noun: str) -> str:
     """``1 file``, ``2 files``: a count with its noun in the right number."""
     return f"{n} {noun}{'s' if n != 1 else ''}"
 
@@ -161,7 +161,7 @@ def _checklist(plan: Json, resolved: set[str], answers: dict[str, str],
     conflicted = [f for f in plan["files"] if f["status"] == "conflict"]
     if not conflicted:
         return ["### Conflicts", "", "No conflicts. :tada:"]
-    out = [f"### Conflicts ({_count(len(conflicted), 'file')})", ""]
+    out = [f"### Conflicts ({count_of(len(conflicted), 'file')})", ""]
     for f in conflicted:
         mark = "x" if file_done(f, resolved, answers) else " "
         ids = [i["id"] for i in f["review_items"]]
@@ -171,7 +171,7 @@ def _checklist(plan: Json, resolved: set[str], answers: dict[str, str],
         tail = f" · {_prs(prs)}" if prs else ""
         span = f" ({ids[0]}–{ids[-1]})" if len(ids) > 1 else f" ({ids[0]})" if ids else ""
         hint = follow_hint(f["review_items"], resolved, resolutions) if mark == " " else ""
-        out.append(f"- [{mark}] {_code(f['path'])}: {what}{span}{tail}{hint}")
+        out.append(f"- [{mark}] {code_span(f['path'])}: {what}{span}{tail}{hint}")
     return out
 
 
@@ -222,10 +222,10 @@ def _detail(item: Json, brief: dict[str, str] | None = None) -> str:
     return str(question or (brief or {}).get(str(item["id"])) or item["reason"])
 
 
-def _decision_line(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
+def decision_line(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
     text = _detail(item)
     prs = f" ({_prs(item['prs'])})" if item["prs"] else ""
-    return (f"- **{item['id']}** {_code(item['path'])}{_lines(item)}: {text}{prs}"
+    return (f"- **{item['id']}** {code_span(item['path'])}{_lines(item)}: {text}{prs}"
             f"{_state(item, answers, resolved)}")
 
 
@@ -256,7 +256,7 @@ def _group_lines(g: Group, answers: dict[str, str], resolved: set[str],
             out.append(f"  - {where + ': ' if where else ''}{detail}"
                        f"{_state(item, answers, resolved)}")
             continue
-        where = f"{_code(item['path'])}{_lines(item)}"
+        where = f"{code_span(item['path'])}{_lines(item)}"
         tail = f" — {own}" if own != g.action else ""
         out.append(f"  - {item['id']} {where}: {detail}{tail}{_state(item, answers, resolved)}")
     return out
@@ -276,7 +276,7 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
     rows = workload_rows(open_items, one_click)
     table = ["| what it needs | items |", "|---|---|",
              *(f"| {need} | {id_list(ids)} |" for need, ids in rows), ""] if rows else []
-    out = [f"### Decisions: {_count(len(items), 'item')} in {_count(len(groups), 'group')}", "",
+    out = [f"### Decisions: {count_of(len(items), 'item')} in {count_of(len(groups), 'group')}", "",
            counts, "",
            *(["**Open, by what each needs:**", "", *table] if rows else []),
            "The weightiest first: whole-file conflicts (modify/delete), files to port by hand, "
@@ -352,7 +352,7 @@ def _paths(plan: Json, limit: int | None = None, report: str | None = None) -> l
         shown = files if limit is None else files[:limit]
         out += [f"<details><summary>{label}: {len(files)} file{'s' if len(files) != 1 else ''}"
                 "</summary>", ""]
-        out += [f"- {_code(f['path'])}" + (f" ({f['note']})" if f.get("note") else "")
+        out += [f"- {code_span(f['path'])}" + (f" ({f['note']})" if f.get("note") else "")
                 for f in shown]
         if len(shown) < len(files):
             rest = (f"the full report, {report}, lists them" if report
@@ -367,7 +367,7 @@ def _warnings(plan: Json) -> list[str]:
     if not warnings:
         return []
     out = [f"### Config warnings ({len(warnings)})", ""]
-    out += [f"- {_code(w['path'])}: {w['message']}" if w.get("path") else f"- {w['message']}"
+    out += [f"- {code_span(w['path'])}: {w['message']}" if w.get("path") else f"- {w['message']}"
             for w in warnings]
     return out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from bot.engine.report.body import _code, _count, _decision_line
+from bot.engine.report.body import code_span, count_of, decision_line
 from bot.engine.report.groups import group_items, id_list, id_number
 from bot.engine.report.limits import CHECK_SUMMARY_LIMIT, balanced_cut
 from bot.engine.report.needs import workload
@@ -38,10 +38,10 @@ def open_title(markers: dict[str, int], regions: Sequence[str],
     n = sum(markers.values())
     decided = [str(i["id"]) for i in decisions]
     if not n:
-        return f"{_count(len(decided), 'open decision')}{_named(decided)}"
-    title = (f"{_count(n, 'conflict region')} still open{_named(regions, n - len(regions))} "
-             f"in {_count(len(markers), 'file')}; ")
-    return title + (f"{_count(len(decided), 'other open decision')}{_named(decided)}"
+        return f"{count_of(len(decided), 'open decision')}{_named(decided)}"
+    title = (f"{count_of(n, 'conflict region')} still open{_named(regions, n - len(regions))} "
+             f"in {count_of(len(markers), 'file')}; ")
+    return title + (f"{count_of(len(decided), 'other open decision')}{_named(decided)}"
                     if decided else "no other open decisions")
 
 
@@ -79,7 +79,7 @@ def render_check_output(plan: Json, remaining_markers: dict[str, int],
             if i in items:
                 by_path.setdefault(str(items[i]["path"]), []).append(i)
         lines += ["**Conflict regions still open**, by file", ""]
-        lines += [f"- {_code(p)}: {n}" + (f" ({id_list(by_path[p])})" if p in by_path else "")
+        lines += [f"- {code_span(p)}: {n}" + (f" ({id_list(by_path[p])})" if p in by_path else "")
                   for p, n in sorted(remaining_markers.items())]
         lines.append("")
     if open_decisions:
@@ -91,7 +91,7 @@ def render_check_output(plan: Json, remaining_markers: dict[str, int],
         for g in groups:
             command = f" — `{g.command}`" if g.command else ""
             lines.append(f"- **{id_list(g.ids)}** {g.title}{command}")
-        lines += [_decision_line(i, {}, set()) for i in open_decisions
+        lines += [decision_line(i, {}, set()) for i in open_decisions
                   if str(i["id"]) not in known]
         lines.append("")
     lines += warnings
@@ -104,7 +104,7 @@ def _warning_lines(plan: Json) -> list[str]:
     if not warnings:
         return []
     return ["**Config warnings**", ""] + [
-        f"- {_code(w['path'])}: {w['message']}" if w.get("path") else f"- {w['message']}"
+        f"- {code_span(w['path'])}: {w['message']}" if w.get("path") else f"- {w['message']}"
         for w in warnings]
 
 
