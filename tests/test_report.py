@@ -100,7 +100,7 @@ def _with_new_files(plan: dict[str, Any], n: int) -> dict[str, Any]:
 
 def test_a_body_that_fits_lists_every_file_and_names_no_report() -> None:
     body = render_body(_with_new_files(_plan(), 59))  # 60 new files: more than 40
-    assert "<details><summary>New in the fork: 60 files</summary>" in body
+    assert "<details><summary>Added by upstream: 60 files</summary>" in body
     assert "- `vime/new58.py`" in body
     assert "full report" not in body and " more" not in body
 

@@ -181,7 +181,7 @@ def test_body_lists_new_files_and_config_warnings() -> None:
     plan["warnings"] = [{"kind": "patch-translated", "path": "docker/x.patch", "key": "k",
                          "message": "the patch file is translated"}]
     body = render_body(plan)
-    assert "<details><summary>New in the fork: 1 file</summary>" in body
+    assert "<details><summary>Added by upstream: 1 file</summary>" in body
     assert "- `vime/new.py`" in body
     assert "`docker/x.patch`: the patch file is translated" in body
     (note,) = warning_annotations(plan)

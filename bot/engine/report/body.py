@@ -344,7 +344,7 @@ def _paths(plan: Json, limit: int | None = None, report: str | None = None) -> l
     ``limit`` of each and where the rest are (the report file, if one was written; the
     PR's diff has them all in any case)."""
     out: list[str] = []
-    for status, label in (("new", "New in the fork"), ("deleted", "Deleted by upstream"),
+    for status, label in (("new", "Added by upstream"), ("deleted", "Deleted by upstream"),
                           ("renamed", "Renamed by upstream")):
         files = [f for f in plan["files"] if f["status"] == status]
         if not files:
