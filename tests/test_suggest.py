@@ -659,3 +659,14 @@ def test_a_line_count_rule_says_what_each_side_did_and_claims_no_more() -> None:
     assert "may already hold upstream's change" in p.reason
     assert p.reason.endswith("Upstream deleted 1 line; the fork added `# vime` at the end of "
                              "`--rollout-external \\`.")
+
+
+def test_a_sides_count_names_the_blank_lines_its_diff_shows() -> None:
+    # slime window seed 4, Q21: "Upstream deleted 2 lines; the fork added 3 lines" beside
+    # diffs of 4 and 6 lines, the rest blank.
+    base = "def update(args, addr):\n    reinit(args, addr)\n\n\n"
+    ours = base + '# vime: vLLM needs this too.\n\n' + 'logger.debug("vime: %s", args)\n\n' * 2
+    p = propose(ours, base, "")
+    assert p.reason.endswith("Upstream deleted 2 lines (and 2 blank ones); the fork added "
+                             "3 lines (and 3 blank ones).")
+    assert "the fork added 1 line." in propose("a\nb\n", "a\n", "").reason

@@ -584,9 +584,9 @@ def _what(base: str, side: str) -> str:
     if _layout_only(base, side):
         return "changed only the layout"
     if added and not removed:
-        return f"added {_n(len(added), 'line')}"
+        return f"added {_n(len(added), 'line')}{_blanks(base, side, 'insert')}"
     if removed and not added:
-        return f"deleted {_n(len(removed), 'line')}"
+        return f"deleted {_n(len(removed), 'line')}{_blanks(base, side, 'delete')}"
     if len(added) == len(removed) == 1:
         was, now = removed[0].rstrip(), added[0].rstrip()
         if _extends(was, now):  # a comment or an argument added at the end
@@ -596,6 +596,16 @@ def _what(base: str, side: str) -> str:
         was, now = changed_span(removed[0], added[0])
         return f"changed `{was}` to `{now}`"
     return f"changed {_n(max(len(added), len(removed)), 'line')}"
+
+
+def _blanks(base: str, side: str, how: str) -> str:
+    """`` (and 2 blank ones)``: the blank lines a side's edit inserted (or deleted), which
+    the count before it leaves out but the diff beside it shows; else ""."""
+    old, new = split_lines(base), split_lines(side)
+    ops = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+    n = sum(1 for op, i1, i2, j1, j2 in ops if op in (how, "replace")
+            for ln in (new[j1:j2] if how == "insert" else old[i1:i2]) if not ln.strip())
+    return f" (and {n} blank one{'s' if n != 1 else ''})" if n else ""
 
 
 def _n(count: int, word: str) -> str:
