@@ -223,8 +223,10 @@ def test_a_suggestion_of_blank_lines_says_what_the_block_holds() -> None:
 def test_add_add_comment_diffs_the_two_versions_and_never_glues_them() -> None:
     item = _item(5, "docker/patch/vllm.patch")
     item.update(ours="# stub\n", base="", theirs="--- a/x\n+++ b/x\n", rule="add/add",
-                reason="both sides added this file (add/add)")
+                reason="both sides added this file (add/add) and their versions differ here; "
+                "two new files are never glued together")
     text = render_review_comment(item)
+    assert text.count("never glued together") == 1  # the reason says it; nothing repeats it
     assert "```suggestion" not in text
     assert "```diff\n--- ours\n+++ theirs\n" in text
     assert "`/sync resolve docker/patch/vllm.patch ours` (or `theirs`)" in text

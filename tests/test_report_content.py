@@ -356,9 +356,7 @@ def test_add_add_is_recommended_as_one_whole_version_never_an_edit_to_apply() ->
     (group,) = group_items(_plan_with([item]))
     assert group.command is None
     assert group.action == ("keep one whole version, the fork's (1 line) or upstream's "
-                            "(3 lines): the two are never glued together; the review comment "
-                            "shows how they differ. `/sync resolve docs/new.md ours` (or "
-                            "`theirs`)")
+                            "(3 lines): `/sync resolve docs/new.md ours` (or `theirs`)")
     assert "apply the fork's" not in render_body(_plan_with([item]))
 
 

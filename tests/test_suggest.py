@@ -369,13 +369,14 @@ def test_a_proposal_that_is_upstreams_version_says_what_it_drops_not_that_it_kee
     assert p.rule.startswith("already in theirs") and p.suggestion == theirs
     assert "keeps both" not in p.reason
     assert p.reason.startswith("upstream's version already holds the fork's edit")
-    assert "so the proposal is upstream's version: it holds the fork's edit and upstream's, " \
-        "which drops `ModuleFusedSDPA` from the fork's lines." in p.reason
+    assert "so the proposal is upstream's version: it holds the fork's edit and upstream's; " \
+        "upstream's edit also removes `ModuleFusedSDPA`, which the fork's version still " \
+        "has." in p.reason
     # The mirror: the fork's version holds upstream's edit and drops a word of upstream's.
     p = propose(theirs, base, ours)
     assert p.rule.startswith("already in ours") and p.suggestion == theirs
-    assert "so the proposal keeps ours: it holds upstream's edit and the fork's, which " \
-        "drops `ModuleFusedSDPA` from upstream's lines." in p.reason
+    assert "so the proposal keeps ours: it holds upstream's edit and the fork's; the fork's " \
+        "edit also removes `ModuleFusedSDPA`, which upstream's version still has." in p.reason
 
 
 def test_lines_one_side_did_not_change_are_said_to_be_unchanged() -> None:

@@ -443,7 +443,8 @@ def _holds(held: str, holder: str, whose: str, other: str) -> str:
     other side's lines (that side's edit did that)."""
     gone = dropped_words(held, holder)
     return (f"it holds {whose}'s edit and {other}'s"
-            + (f", which drops {gone} from {whose}'s lines." if gone else "."))
+            + (f"; {other}'s edit also removes {gone}, which {whose}'s version still has."
+               if gone else "."))
 
 
 def _merged_how(h: Hunk, res: Resolved) -> str:

@@ -280,8 +280,8 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
            counts, "",
            *(["**Open, by what each needs:**", "", *table] if rows else []),
            "The weightiest first: whole-file conflicts (modify/delete), files to port by hand, "
-           "then conflict hunks by lines at stake. Each group says what we recommend; one "
-           "command answers a whole group.", ""]
+           "then conflict hunks by lines at stake. Each group says what to do, and where one "
+           "answer fits all its items, the one command that answers them.", ""]
     brief = brief_reasons(plan)  # a file's counts and figures in full once
     for g in groups:
         out.extend(_group_lines(g, answers, resolved, compact, brief))

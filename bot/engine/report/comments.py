@@ -95,9 +95,7 @@ def _sides(item: Json, budget: int, url: str | None) -> str:
         text, note = cut_side(change_diff(item.get("ours") or "", item.get("theirs") or "",
                                           "ours", "theirs"), budget, url, "the diff", where)
         return "\n\n".join(["How upstream's version (theirs) differs from the fork's (ours):",
-                             fence(text, "diff"), *([note] if note else []),
-                             f"`/sync resolve {item['path']} ours` (or `theirs`) takes one "
-                             "side's whole file; the two are never glued together."])
+                             fence(text, "diff"), *([note] if note else [])])
     parts = []
     for label, key in (("Upstream's change (base → theirs):", "theirs"),
                        ("The fork's change (base → ours):", "ours")):

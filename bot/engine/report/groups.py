@@ -178,8 +178,7 @@ def recommend(item: Json) -> tuple[str, str | None]:
     if rule == "add/add":
         ours, theirs = (line_count(item.get(k) or "") for k in ("ours", "theirs"))
         return (f"keep one whole version, the fork's ({_n_lines(ours)}) or upstream's "
-                f"({_n_lines(theirs)}): the two are never glued together; the review comment "
-                f"shows how they differ. `/sync resolve {item.get('path')} ours` (or `theirs`)",
+                f"({_n_lines(theirs)}): `/sync resolve {item.get('path')} ours` (or `theirs`)",
                 None)
     if rule == NEAR_TWINS_RULE:
         return ("keep one of the two: they add nearly the same lines (the reason says where "
