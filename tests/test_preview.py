@@ -174,10 +174,13 @@ async def test_the_page_shows_each_thread_in_place_in_a_real_browser(
         assert page["orphans"][:2] == ["Q1 · docker/Dockerfile", "Q2 · imgs/arch.png"]
         check = json.loads((out / "check.json").read_text())
         assert page["check"] == "failure"
-        # Three on what remains (Q4, Q6, Q7), then the config's own warnings.
-        assert page["notes"] == len(check["output"]["annotations"]) >= 3
-        assert [a["title"][:3] for a in check["output"]["annotations"][:3]] == [
-            "Q4:", "Q6:", "Q7:"]
+        # One on each of what remains: the regions Q4, Q6, Q7 on their lines, and the
+        # decisions about whole files (Q2, Q3 binary, Q5) on line 1; then the config's own
+        # warnings.
+        assert page["notes"] == len(check["output"]["annotations"]) >= 6
+        assert [(a["title"].split(":")[0], a["start_line"])
+                for a in check["output"]["annotations"][:6]] == [
+            ("Q2", 1), ("Q3", 1), ("Q4", 10), ("Q5", 1), ("Q6", 10), ("Q7", 96)]
         for n in range(1, 8):
             assert f"Q{n}" in page["text"]
 

@@ -64,7 +64,12 @@ def test_remaining_at_commit_1_is_every_region_and_every_unanswered_decision() -
     notes = check_annotations(remaining)
     assert notes == [{"path": "vime/a.py", "start_line": 2, "end_line": 8,
                       "annotation_level": "failure", "title": "Q1: conflict markers remain",
-                      "message": "Q1 (Decide): both changed"}]  # a hunk's reason
+                      "message": "Q1 (Decide): both changed"},  # a hunk's reason
+                     # A decision about the whole file sits on its first line.
+                     {"path": "vime/a.py", "start_line": 1, "end_line": 1,
+                      "annotation_level": "warning",
+                      "title": "Q3: open decision on the whole file",
+                      "message": "Q3 (Decide): which?"}]
 
 
 def test_published_needs_every_step_after_the_push_and_each_step_reads_its_own_key() -> None:

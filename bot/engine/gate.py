@@ -86,11 +86,15 @@ def initial_remaining(plan_json: dict[str, Any], answers: dict[str, str]) -> lis
 
 
 def check_annotations(remaining: Sequence[Remaining]) -> list[dict[str, Any]]:
-    """Failure annotations on markers and residue; a warning on each open decision with a line."""
+    """Failure annotations on markers and residue; a warning on each open decision, on its
+    line, or on line 1 for one about the whole file (commit 1 holds a version of it)."""
     out = []
     for r in remaining:
-        if r.start_line is None:
-            continue
+        start, end = r.start_line, r.end_line
+        if start is None:
+            if r.marker or r.residue or r.orphan or r.item_id is None:
+                continue
+            start = end = 1
         if r.residue:
             level, title = "failure", "translation residue"
         elif r.orphan and r.marker:
@@ -100,11 +104,12 @@ def check_annotations(remaining: Sequence[Remaining]) -> list[dict[str, Any]]:
         elif r.marker:
             level, title = "failure", f"{r.item_id or 'conflict'}: conflict markers remain"
         else:
-            level, title = "warning", f"{r.item_id}: open decision"
+            level, title = "warning", f"{r.item_id}: open decision" + (
+                " on the whole file" if r.start_line is None else "")
         out.append({
             "path": r.path,
-            "start_line": r.start_line,
-            "end_line": r.end_line if r.end_line is not None else r.start_line,
+            "start_line": start,
+            "end_line": end if end is not None else start,
             "annotation_level": level, "title": title,
             "message": (r.message or "Resolve this conflict region.")[:60_000],
         })
