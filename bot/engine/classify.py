@@ -12,6 +12,7 @@ from bot.engine.flags import Hit, add_flag_items
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, CatFile, Git, TreeWriter
 from bot.engine.itemprs import ItemPRs
 from bot.engine.learn import Learned
+from bot.engine.manual import MANUAL_NOTE, UNCHANGED_NOTE, manual_item
 from bot.engine.markers import MARKER_SIZE, find_marker_regions_in_lines, split_lines
 from bot.engine.merge import (
     Entry,
@@ -222,18 +223,16 @@ class Classifier:
                 and action != "theirs":
             edits[p.fork_old] = self._entry(self.ours, p.fork_old)
         if action == "manual":
-            diff = self._translated_diff(p)
-            item = ReviewItem(
-                id="", kind=ItemKind.MANUAL, path=p.fork, upstream_path=p.upstream,
-                tier=Tier.DECIDE,
-                reason=f"{rule}: this file was rewritten for the fork, so it is never merged "
-                       "textually; port the upstream change below by hand",
-                theirs=diff, question="Port upstream's change to this file by hand, then "
-                                      "answer `done` (or `skip` to leave it out).",
-                choices=["done", "skip"],
-            )
+            # The fork's file as the translated base has it: upstream's change applies as
+            # it is (bot.engine.manual), and its version is offered.
+            theirs = self._entry(self.theirs, p.fork)
+            unchanged = p.fork_old is None and ours is not None \
+                and ours == self._entry(self.base, p.fork)
+            sides = {"ours": _entry_json(ours), "theirs": _entry_json(theirs)} \
+                if unchanged else None
+            item = manual_item(p.fork, p.upstream, rule, self._translated_diff(p), sides)
             return FileResult(p.fork, p.upstream, Status.CONFLICT, [item], action,
-                              "manual policy: port by hand")
+                              UNCHANGED_NOTE if unchanged else MANUAL_NOTE)
         if action == "theirs":
             status = self._status(p, want, ours)
             items = []

@@ -98,8 +98,9 @@ class ReviewItem:
     question: str | None = None  # set when tier is DECIDE/CONFIRM
     choices: list[str] = field(default_factory=list)  # e.g. ["ours", "theirs", "suggested"]
     prs: list[int] = field(default_factory=list)  # upstream PRs whose commits changed these lines
-    # Whole-file items: each side's tree entry at the path ({"mode", "oid"}, None if absent),
-    # so "/sync resolve <path> ours|theirs" can put that side back without re-merging.
+    # Whole-file items, and `manual` items whose file the fork never changed
+    # (``bot.engine.manual``): each side's tree entry at the path ({"mode", "oid"}, None if
+    # absent), so "/sync resolve <path> ours|theirs" can put that side back without re-merging.
     sides: dict[str, dict[str, str] | None] | None = None
     rule: str = ""  # conflict items: the suggestion rule that decided ("merge word by word", ...)
     # The habit of this fork's past merges that raised the tier (``bot.engine.learn``), if any.

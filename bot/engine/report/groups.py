@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine.follow import file_follow
+from bot.engine.manual import applies_as_is
 from bot.engine.suggest import NEAR_TWINS_RULE, THEIRS_HOLDS_FORK, base_rule, lines_changed
 from bot.engine.window import LOGIN
 from bot.engine.wordiff import Clash, clash
@@ -117,6 +118,12 @@ def own_question(item: Json) -> str | None:
     return item.get("question") or None
 
 
+def manual_title(item: Json) -> str:
+    """What a ``manual`` item is, in a few words: a group's title, a row of the PR body."""
+    return ("manual policy, but the fork never changed it" if applies_as_is(item)
+            else "port by hand")
+
+
 def _prs(numbers: Iterable[int]) -> str:
     return ", ".join(f"#{n}" for n in numbers)
 
@@ -157,7 +164,12 @@ def recommend(item: Json) -> tuple[str, str | None]:
                     "or keep the fork's version", None)
         return "pick the side to keep (git cannot merge this file line by line)", None
     if kind == "manual":
-        return (f"port {_possessive(prs)} change to the fork's rewrite by hand, then answer "
+        if applies_as_is(item):
+            if (item.get("sides") or {}).get("theirs") is None:
+                return f"take upstream's deletion{which} (theirs)", "theirs"
+            return ("take upstream's version (theirs): it is the fork's file with upstream's "
+                    "change applied", "theirs")
+        return (f"port {_possessive(prs)} change to the fork's version by hand, then answer "
                 "`done`", "done")
     if kind == "flag":
         return "check the flagged line has a fork equivalent; keep, adapt or drop it", None
@@ -282,7 +294,7 @@ def group_items(plan: Json, *, skip: set[str] | None = None) -> list[Group]:
                                 choice, lines))
             continue
         if kind == "manual":
-            groups.append(Group(RANK_MANUAL, f"`{item['path']}`: port by hand",
+            groups.append(Group(RANK_MANUAL, f"`{item['path']}`: {manual_title(item)}",
                                 [item], prs, action, choice, lines))
             continue
         rank = {"flag": RANK_FLAG, "policy": RANK_SETTLED}.get(str(kind)) or (
@@ -330,7 +342,7 @@ def _title(plan: Json, g: Group) -> str:
 
 
 __all__ = ["Group", "group_items", "id_list", "id_number", "id_ranges", "lines_at_stake",
-           "own_question", "pr_label", "recommend", "who_deleted"]
+           "manual_title", "own_question", "pr_label", "recommend", "who_deleted"]
 
 
 def follow_hint(items: Sequence[Json], resolved: set[str], resolutions: dict[str, str]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from bot.engine.manual import applies_as_is
 from bot.engine.report.groups import drops_fork, id_ranges, recommend
 from bot.engine.suggest import FORK_FILE, NEAR_TWINS_RULE
 
@@ -30,6 +31,8 @@ _NEEDS = [
     ("file confirm theirs", "{n} file{s} one side deleted, with upstream's side (theirs) "
      "proposed"),
     ("manual", "{n} file{s} to port by hand"),
+    ("manual theirs", "{n} file{s} under a manual policy that the fork never changed, with "
+     "upstream's version (theirs) proposed"),
     ("add/add", "{n} file{s} both sides added: keep one version"),
     ("near twins", "{n} hunk{s} where both sides added nearly the same lines: keep one "
      "side (`/sync answer Qn ours` or `theirs`)"),
@@ -51,6 +54,8 @@ def _need(item: Json) -> str:
         choice = recommend(item)[1]
         if choice in ("ours", "theirs"):
             return f"file {'propose' if item.get('tier') == 'Decide' else 'confirm'} {choice}"
+    if kind == "manual" and applies_as_is(item):
+        return "manual theirs"
     if kind in ("file", "manual", "flag"):
         return str(kind)
     if item.get("rule") == "add/add":
@@ -105,7 +110,7 @@ def workload_rows(items: list[Json], one_click: Collection[str] | None = None
 def _phrase(key: str, text: str, ids: list[str]) -> str:
     """One row's phrase: the need with its count, and how its items are answered."""
     phrase = text.format(n=len(ids), s="s" if len(ids) != 1 else "") + _how(key, ids)
-    if key.startswith(("file confirm", "file propose")):
+    if key.startswith(("file confirm", "file propose", "manual theirs")):
         many = len(ids) > 1
         does = (f"confirms {'all' if many else 'it'}" if key.startswith("file confirm")
                 else f"takes it{' for all' if many else ''}")
