@@ -16,7 +16,7 @@ import pytest
 from bot.engine.rerere import has_markers, parse_regions
 from tests import test_e2e
 from tests.sim import fixtures as sim_fixtures
-from tests.test_e2e import FORK, TWIN_CHANGE, UPSTREAM, A, B, D, E, World, edit, table
+from tests.test_e2e import FORK, TWIN_CHANGE, UPSTREAM, A, B, D, E, M, N, World, edit, table
 
 # The fixtures of tests/test_e2e.py, used here as they are.
 github_sim = sim_fixtures.github_sim
@@ -167,4 +167,42 @@ async def test_answer_twin_gives_open_twins_the_text_one_was_resolved_to_by_hand
     assert mine in world.file_at(pr.head_sha, E)
     assert world.file_at(pr.head_sha, D) == world.file_at(head, D)
     assert f"- [x] `{E}`" in pr.body
+    world.assert_clean()
+
+
+@pytest.mark.parametrize("world", [{"manual": True}], indirect=True)
+async def test_theirs_takes_upstreams_version_of_a_manual_file_the_fork_never_changed(
+        world: World) -> None:
+    sim = world.sim
+    upstream = {p: edit(table(p[-5:-3]), {3: f"{p[-5:-3]}_3 = 300  # upstream"}) for p in (M, N)}
+    pr = await world.open_sync(extra={f"slime/{p.rsplit('/', 1)[1]}": t
+                                      for p, t in upstream.items()})
+    commit1 = pr.head_sha
+    assert world.file_at(commit1, M) == table("mu")  # commit 1 keeps the fork's files
+    ids = dict(re.findall(r"- \*\*(Q\d+)\*\* `(vime/table_[mn]u\.py)`", pr.body))
+    q_m, q_n = (next(q for q, p in ids.items() if p == path) for path in (M, N))
+    # The review offers the command this test types.
+    (review,) = sim.reviews(FORK, pr.number)
+    assert f"`/sync answer {q_m} theirs`" in review.body and "applies as it is" in review.body
+
+    # The answer the item recommends puts upstream's version on the branch.
+    asked = await sim.comment(FORK, pr.number, "vera", f"/sync answer {q_m} theirs")
+    await world.idle()
+    assert reactions(world, asked) == ["eyes"], world.bot.log_tail()
+    reply = replies(world, pr.number)[-1].body
+    assert f"Recorded **{q_m}**: `theirs`" in reply and f"`{M}` is set to theirs" in reply
+    pr = world.sync_pr()
+    assert pr.head_sha != commit1 and world.file_at(pr.head_sha, M) == upstream[M]
+    # So does resolving the whole file.
+    asked = await sim.comment(FORK, pr.number, "vera", f"/sync resolve {N} theirs")
+    await world.idle()
+    assert reactions(world, asked) == ["eyes"], world.bot.log_tail()
+    pr = world.sync_pr()
+    assert world.file_at(pr.head_sha, N) == upstream[N]
+    assert world.file_at(pr.head_sha, A) == world.file_at(commit1, A)  # nothing else moved
+    assert f"- [x] `{M}`" in pr.body and f"- [x] `{N}`" in pr.body
+    assert "answered: theirs" in pr.body
+    run = world.check(pr.head_sha)
+    assert "no other open decisions" in run.title, run.title
+    assert q_m not in run.summary and q_n not in run.summary
     world.assert_clean()

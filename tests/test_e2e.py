@@ -42,6 +42,7 @@ UPSTREAM = "THUDM/slime"
 FORK = "vime-org/vime"
 A, B, C = "vime/table_a.py", "vime/table_b.py", "vime/table_c.py"
 D, E = "vime/table_d.py", "vime/table_e.py"  # twins: one conflict, twice
+M, N = "vime/table_mu.py", "vime/table_nu.py"  # under a `manual` policy (world param)
 LEASE_SECONDS = 2.0
 
 
@@ -63,19 +64,25 @@ def edit(text: str, changes: dict[int, str]) -> str:
 
 
 def build_scenario(root: Path, *, third_table: bool = False,
-                   twin_tables: bool = False) -> Scenario:
+                   twin_tables: bool = False, manual: bool = False) -> Scenario:
     """Upstream + translated fork; the fork changed lines that upstream is about to change
     (beta_10) and lines right next to them (alpha_4, beta_29): git conflicts on all three,
     and the finer re-merge has a starting point for the two neighbours. ``third_table``
     adds C, where both sides change the same three lines (three Decides, no suggestion).
     ``twin_tables`` adds D and E, one table in two places, where both sides change the
-    same line alike in both: the same conflict twice (twins)."""
-    s = Scenario(root, config=PLAIN_CONFIG)
+    same line alike in both: the same conflict twice (twins). ``manual`` adds M and N
+    under a ``manual`` policy, which the fork never changes."""
+    config = PLAIN_CONFIG + (f"policies:\n  - {{paths: ['{M}', '{N}'], action: manual}}\n"
+                             if manual else "")
+    s = Scenario(root, config=config)
     twin_up = {f"slime/{Path(p).name}": table("delta") for p in (D, E)} if twin_tables else {}
+    manual_up = {f"slime/{Path(p).name}": table(Path(p).stem[-2:]) for p in (M, N)} \
+        if manual else {}
     s.upstream_pr(4, "Add tables", "dana", files={"slime/table_a.py": table("alpha"),
                                                   "slime/table_b.py": table("beta"),
                                                   **({"slime/table_c.py": table("gamma")}
-                                                     if third_table else {}), **twin_up})
+                                                     if third_table else {}), **twin_up,
+                                                  **manual_up})
     s.sync_fork()
     s.fork_commit("Fork: tune the tables", {
         A: edit(table("alpha"), {4: "alpha_4 = 40  # fork"}),
@@ -313,7 +320,8 @@ async def world(github_sim: Simulator, tmp_path: Path,  # noqa: F811
                 store_location: str) -> AsyncIterator[World]:
     param = getattr(request, "param", {})
     scenario = build_scenario(tmp_path / "repos", third_table=bool(param.get("third_table")),
-                              twin_tables=bool(param.get("twin_tables")))
+                              twin_tables=bool(param.get("twin_tables")),
+                              manual=bool(param.get("manual")))
     private_upstream = bool(param.get("private_upstream"))
     github_sim.create_repo("THUDM", "slime", scenario.upstream_dir, install=False,
                            private=private_upstream)

@@ -3,9 +3,10 @@
 Answering a conflict region with ``ours``, ``theirs`` or ``suggested`` also rewrites that
 region on the sync branch (the suggestion comment promises it); answering a whole-file
 conflict puts that side's file back, and ``confirm`` accepts the file as it is on the
-branch now (the check passes only while it stays so). ``M<n>`` names a line the check
-could not tell from a conflict marker; ``content`` keeps it. Every answer re-renders the
-decisions in the PR body.
+branch now (the check passes only while it stays so). ``theirs`` on a ``manual`` item
+whose file the fork never changed puts upstream's version on the branch too. ``M<n>``
+names a line the check could not tell from a conflict marker; ``content`` keeps it.
+Every answer re-renders the decisions in the PR body.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from bot.engine.follow import twin_texts
 from bot.engine.rescan import CONFIRM, read_head, tree_entries
 from bot.sync.commands.parse import Answer
 from bot.sync.commands.request import CommandFailed, join_and
-from bot.sync.commands.resolve import resolve_items, resolve_regions, take_whole_file
+from bot.sync.commands.resolve import (
+    resolve_items,
+    resolve_regions,
+    take_whole_file,
+    takes_a_side,
+)
 from bot.sync.commands.runner import Runner
 from bot.sync.followup import fetch_read_files
 from bot.sync.state import load_plan
@@ -53,7 +59,7 @@ async def answer(run: Runner, command: Answer) -> str:
     if choice in ("ours", "theirs", "suggested") and item.get("start_line") is not None:
         # The comment on a conflict region promises that answering takes that side.
         extra = await resolve_regions(run, item["path"], choice, only={item["id"]})
-    elif choice in ("ours", "theirs") and item.get("kind") == "file" and item.get("sides"):
+    elif choice in ("ours", "theirs") and takes_a_side(item) and item.get("sides"):
         branch = await run.read_branch()
         tag = f"{run.req.comment_id}:{item['path']}:{choice}"
         extra = await take_whole_file(run, branch, item["path"], choice, item, tag)
@@ -81,7 +87,7 @@ async def answer_many(run: Runner, command: Answer) -> str:
         choice = choices[item["id"]]
         if choice in ("ours", "theirs", "suggested") and item.get("start_line") is not None:
             regions.setdefault(item["path"], set()).add(item["id"])
-        elif choice in ("ours", "theirs") and item.get("kind") == "file" and item.get("sides"):
+        elif choice in ("ours", "theirs") and takes_a_side(item) and item.get("sides"):
             whole.append(item)
         elif choice == CONFIRM and item.get("kind") == "file":
             confirmed.append(item)

@@ -3,7 +3,8 @@
 The marker regions of the file are rewritten at the head just read and committed on top
 of it with a ``Forksync-Command`` trailer (a retry finds that commit and stops). A
 whole-file conflict (modify/delete, binary) has no markers: the chosen side's file is
-put back instead. ``/sync answer`` on one region uses the same steps.
+put back instead, as it is for a ``manual`` file the fork never changed. ``/sync answer``
+on one region uses the same steps.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from bot.engine import markers, rerere
 from bot.engine.git import Git
+from bot.engine.manual import applies_as_is
 from bot.engine.markers import MARKER_SIZE
 from bot.engine.model import marker_sizes
 from bot.errors import ForksyncError
@@ -63,7 +65,7 @@ async def resolve_regions(run: Runner, path: str, side: str,
     regions = rerere.parse_regions(at_head, size)
     targets = [r for r in regions if only is None or by_key.get(r.key(path), {}).get("id")
                in only]
-    whole_file = [i for i in items if i.get("kind") == "file"]
+    whole_file = [i for i in items if takes_a_side(i)]
     if not targets and whole_file and only is None:
         item = whole_file[0]
         extra = await take_whole_file(run, branch, path, side, item, tag)
@@ -201,9 +203,16 @@ def _items_by_region(items: list[dict[str, Any]], commit_text: str, path: str,
     return out
 
 
+def takes_a_side(item: dict[str, Any]) -> bool:
+    """An item answered with one side's whole file: a whole-file conflict, or a ``manual``
+    item whose file the fork never changed (upstream's version applies as it is)."""
+    return item.get("kind") == "file" or applies_as_is(item)
+
+
 async def take_whole_file(run: Runner, branch: Branch, path: str, side: str,
                           item: dict[str, Any], tag: str) -> str:
-    """Put one side's version of a whole-file conflict (modify/delete, binary) back."""
+    """Put one side's version of a whole-file conflict (modify/delete, binary), or of a
+    ``manual`` item the fork never changed, back."""
     sides = item.get("sides") or {}
     how = (f"Push the version you want (or delete the file), then record the decision "
            f"with `/sync answer {item['id']} ours` or `/sync answer {item['id']} theirs`.")
@@ -288,4 +297,4 @@ def _own_scratch(work: Path, fork: Git) -> list[str]:
     return out
 
 
-__all__ = ["resolve", "resolve_items", "resolve_regions", "take_whole_file"]
+__all__ = ["resolve", "resolve_items", "resolve_regions", "take_whole_file", "takes_a_side"]
