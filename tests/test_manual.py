@@ -1,13 +1,18 @@
 """Files under a ``manual`` policy, on real repositories: ported by hand where the fork
-rewrote them; upstream's version proposed where the fork never changed them.
+rewrote them; upstream's version proposed where the fork never changed them; and each
+place (the review, the PR body, the check) says what to do once.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bot.engine.preview import Preview, build_preview
+from bot.engine.review import local_diff
 from tests.factory import PLAIN_CONFIG, Scenario, git
 from tests.test_engine_oracle import merged_blob, run_plan
 
@@ -76,3 +81,72 @@ def test_a_fork_change_of_whitespace_only_is_still_a_change(tmp_path: Path) -> N
     s = scenario(tmp_path, lambda text: text.replace("\n", "  \n", 1))
     item = the_item(run_plan(s, tmp_path))
     assert (item.tier.value, item.choices, item.sides) == ("Decide", ["done", "skip"], None)
+
+
+# -- what the review, the PR body and the check say -------------------------------------
+
+
+def preview(s: Scenario, tmp_path: Path) -> Preview:
+    """What the App would post for commit 1 of this sync (as ``sync --preview`` writes it)."""
+    from bot.engine.pipeline import sync
+
+    result = sync(str(s.fork_dir), str(s.upstream_dir), workdir=str(tmp_path / "work"),
+                  branch="forksync/test")
+    plan_json = json.loads(json.dumps(result.plan.to_json()))
+    diff = local_diff(str(s.fork_git), "main", result.commit)
+    return build_preview(plan_json, diff, result.commit, title="sync", branch=result.branch)
+
+
+def item_block(review_body: str, q: str) -> str:
+    """The ``<details>`` of item ``q`` in the review body (it has no thread)."""
+    m = re.search(rf"<details><summary>{q} · .*?</details>", review_body, re.S)
+    assert m, review_body
+    return m.group(0)
+
+
+def test_a_port_by_hand_is_asked_once_in_each_place(tmp_path: Path) -> None:
+    s = scenario(tmp_path, lambda _: REWRITE)
+    pv = preview(s, tmp_path)
+    (q,) = re.findall(r"<summary>(Q\d+) · ", pv.delivery.review["body"])
+    block = item_block(pv.delivery.review["body"], q)
+    # Once: the recommendation, with its command; no reason or question that says it again.
+    assert block.count("by hand") == 1, block
+    assert (f"Recommended: port #11, #12's change to the fork's version by hand, then answer "
+            f"`done`. `/sync answer {q} done`") in block
+    assert f"Or `/sync answer {q} skip` leaves upstream's change out." in block
+    assert "rewritten for the fork" not in block and "Port upstream's change" not in block
+    assert "+def stream_rollout(args, prompts):" in block  # the diff to port
+    body = pv.pr_body
+    assert "Port upstream's change" not in body
+    assert f"- **{q}** `{FORK}`: port by hand\n  - Recommended: port #11, #12's change" in body
+    assert f"- **{q}** `{FORK}` (Decide): port by hand\n" in body  # no thread: a short row
+    assert f"- [ ] `{FORK}`: manual policy: port by hand ({q}) · #11, #12" in body
+    summary = pv.check["output"]["summary"]
+    assert f"- **{q}** `{FORK}`: port by hand — `/sync answer {q} done`" in summary
+
+
+def test_a_file_the_fork_never_changed_offers_theirs_in_each_place(tmp_path: Path) -> None:
+    pv = preview(scenario(tmp_path), tmp_path)
+    (q,) = re.findall(r"<summary>(Q\d+) · ", pv.delivery.review["body"])
+    block = item_block(pv.delivery.review["body"], q)
+    assert f"**{q} · Confirm**" in block
+    assert ("the fork has not changed this file since the split (it is the translated base "
+            "byte for byte), so upstream's change applies as it is") in block
+    assert ("Recommended: take upstream's version (theirs): it is the fork's file with "
+            f"upstream's change applied. `/sync answer {q} theirs`") in block
+    assert (f"Or `/sync answer {q} done` once you have ported it by hand, or "
+            f"`/sync answer {q} skip` leaves upstream's change out.") in block
+    assert "Upstream: #11 Stream rollouts (@erin); #12 Log the sglang version (@bob)" in block
+    assert "by hand" not in block.replace("once you have ported it by hand", "")
+    body = pv.pr_body
+    assert (f"| 1 file under a manual policy that the fork never changed, with upstream's "
+            f"version (theirs) proposed: one command takes it, `/sync answer {q} theirs` | "
+            f"{q} |") in body
+    assert (f"- **{q}** `{FORK}`: manual policy, but the fork never changed it\n"
+            "  - Recommended: take upstream's version (theirs)") in body
+    assert f"- **{q}** `{FORK}` (Confirm): manual policy, but the fork never changed it\n" \
+        in body
+    assert ": port by hand" not in body
+    summary = pv.check["output"]["summary"]
+    assert (f"- **{q}** `{FORK}`: manual policy, but the fork never changed it — "
+            f"`/sync answer {q} theirs`") in summary

@@ -21,7 +21,7 @@ from bot.engine.gate import annotation_batches, initial_remaining
 from bot.engine.git import Git
 from bot.engine.report import BODY_LIMIT, render_body, render_comment
 from bot.engine.report.comments import render_follow_comment
-from bot.engine.report.groups import id_list, id_ranges, shown_ids
+from bot.engine.report.groups import id_list, id_ranges, manual_title, shown_ids
 
 Json = dict[str, Any]
 
@@ -256,8 +256,11 @@ def unanchored_lines(items: Sequence[Json]) -> list[str]:
         start, end = item.get("start_line"), item.get("end_line")
         where = "" if start is None else f" L{start}" if end in (None, start) \
             else f" L{start}–{end}"
+        # A port's row is short: the review body has its diff and what to do.
+        what = manual_title(item) if item.get("kind") == "manual" else \
+            item.get("question") or item.get("reason", "")
         out.append(f"- **{item['id']}** `{item['path']}`{where} ({item.get('tier', '')}): "
-                   f"{item.get('question') or item.get('reason', '')}{_commands(item)}")
+                   f"{what}{_commands(item)}")
     return out
 
 

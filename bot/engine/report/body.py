@@ -215,10 +215,12 @@ def _state(item: Json, answers: dict[str, str], resolved: set[str]) -> str:
 
 
 def _detail(item: Json, brief: dict[str, str] | None = None) -> str:
-    """A Decide item asks its own question, if it has one; otherwise the reason says what
-    each side did, or what the proposal does (``brief``: as ``figures.brief_reasons``
-    shortens it)."""
-    question = own_question(item) if item["tier"] == "Decide" else None
+    """A Decide item asks its own question, if it has one (a port's is its recommendation,
+    so not a port); otherwise the reason says what each side did, or what the proposal
+    does (``brief``: as ``figures.brief_reasons`` shortens it)."""
+    # A port's question is its group's recommendation: its reason says why instead.
+    question = own_question(item) if item["tier"] == "Decide" and item["kind"] != "manual" \
+        else None
     return str(question or (brief or {}).get(str(item["id"])) or item["reason"])
 
 

@@ -113,6 +113,8 @@ def _answer_line(item: Json) -> str:
     (``choices`` leaves out a side the proposal already is), ``suggested`` with a
     proposal, which may be one side's text: then the line says so."""
     choices = [str(c) for c in item["choices"]]
+    if item.get("kind") == "manual":
+        return _other_answers(item)
     if item.get("kind") != "conflict":
         return f"Answer: `/sync answer {item['id']} <{'|'.join(choices)}>`"
     q, proposal = item["id"], item.get("suggestion")
@@ -123,6 +125,20 @@ def _answer_line(item: Json) -> str:
                      if proposal == item.get(side)), "")
         line += f", `/sync answer {q} suggested` commits the suggestion{same}"
     return line + "; or edit the region by hand."
+
+
+def _other_answers(item: Json) -> str:
+    """A port's answers besides the recommended one (its line names that one)."""
+    q, choice = item["id"], recommend(item)[1]
+    what = {"theirs": "takes upstream's version",
+            "done": "once you have ported it by hand",
+            "skip": "leaves upstream's change out"}
+    others = [f"`/sync answer {q} {c}` {what.get(c, '')}".rstrip()
+              for c in (str(c) for c in item["choices"]) if c != choice]
+    if not others:
+        return ""
+    return "Or " + (", or ".join(others) if len(others) < 3
+                    else ", ".join(others[:-1]) + ", or " + others[-1]) + "."
 
 
 def _twins_line(item: Json, twins: Json) -> str:
@@ -192,7 +208,8 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
     prs = _prs_line(item, plan)
     if prs:
         out.append(prs)
-    question = own_question(item) if copy is None else None
+    # A port's question is its recommendation, which names the command: said once.
+    question = own_question(item) if copy is None and item.get("kind") != "manual" else None
     if question:
         out.append(question)
     earlier = item.get("earlier")
@@ -236,8 +253,9 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
         out.append(fence(text, "diff" if item.get("kind") == "manual" else ""))
         if note:
             out.append(note)
-    if item.get("choices"):
-        out.append(_answer_line(item))
+    answers = _answer_line(item) if item.get("choices") else ""
+    if answers:
+        out.append(answers)
     return out
 
 
