@@ -120,7 +120,7 @@ def test_the_recommendation_counts_the_lines_as_the_items_sentence_does() -> Non
     theirs = "    size = token_len // cp\n"
     ours = base.replace("    else:\n", "    else:  # vime\n")
     prop = propose_hunk(Hunk(ours=ours, base=base, theirs=theirs))
-    assert "Upstream changed 4 lines; the fork added `# vime` at the end of `else:`." \
+    assert "Upstream replaced 4 lines with 1; the fork added `# vime` at the end of `else:`." \
         in prop.reason
     item = _conflict(1, "vime/cp.py", base, theirs, ours, [2100])
     item.update(reason=prop.reason, rule=prop.rule)

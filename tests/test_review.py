@@ -343,8 +343,10 @@ def test_the_check_request_is_the_gate_on_commit_1(
         == {"name": "forksync", "head_sha": commit, "status": "completed",
             "conclusion": "failure", "external_id": commit}
     notes = req["output"]["annotations"]
-    assert [a["path"] for a in notes if a["title"].startswith("Q")] == [
-        "vime/utils/arguments.py", "vime/utils/table.py", "vime/utils/table.py"]
+    # The regions, and the decisions about whole files on their line 1.
+    assert [(a["path"], a["start_line"]) for a in notes if a["title"].startswith("Q")] == [
+        ("imgs/arch.png", 1), ("imgs/logo.png", 1), ("vime/utils/arguments.py", 10),
+        ("vime/utils/legacy.py", 1), ("vime/utils/table.py", 10), ("vime/utils/table.py", 96)]
     # Then the config's own warnings (the example config has some), as GitHub gets them.
     assert {a["path"] for a in notes if not a["title"].startswith("Q")} \
         <= {".github/forksync.yml"}

@@ -18,6 +18,7 @@ from bot.engine.suggest import (
     THEIRS_HOLDS_FORK,
     Hunk,
     is_data_file,
+    lines_changed,
     propose,
     propose_hunk,
     propose_region,
@@ -662,12 +663,15 @@ def test_a_line_count_rule_says_what_each_side_did_and_claims_no_more() -> None:
                              "`--rollout-external \\`.")
 
 
-def test_a_sides_count_names_the_blank_lines_its_diff_shows() -> None:
+def test_a_sides_count_is_the_count_of_the_diff_beside_it() -> None:
     # slime window seed 4, Q21: "Upstream deleted 2 lines; the fork added 3 lines" beside
     # diffs of 4 and 6 lines, the rest blank.
     base = "def update(args, addr):\n    reinit(args, addr)\n\n\n"
     ours = base + '# vime: vLLM needs this too.\n\n' + 'logger.debug("vime: %s", args)\n\n' * 2
     p = propose(ours, base, "")
-    assert p.reason.endswith("Upstream deleted 2 lines (and 2 blank ones); the fork added "
-                             "3 lines (and 3 blank ones).")
+    assert p.reason.endswith("Upstream deleted 4 lines; the fork added 6 lines.")
     assert "the fork added 1 line." in propose("a\nb\n", "a\n", "").reason
+    # Loop@5fc0631578 and others: a line that is also elsewhere in base (`}`) is counted.
+    base = "if a {\n  f()\n}\n"
+    p = propose(base + "if b {\n  g()\n}\n", base, "")
+    assert "the fork added 3 lines." in p.reason and lines_changed(base, base + "x\n}\n") == 2

@@ -573,40 +573,59 @@ def _added_removed(base: str, side: str) -> tuple[list[str], list[str]]:
     return [ln for ln in s if ln not in b], [ln for ln in b if ln not in s]
 
 
+def _diff(base: str, side: str) -> tuple[list[str], list[str]]:
+    """The lines one side's diff from base inserts and deletes, blank ones included: the
+    diff the review comment shows beside the sentence (``comments.change_diff``)."""
+    old, new = split_lines(base), split_lines(side)
+    inserted: list[str] = []
+    deleted: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new).get_opcodes():
+        if op != "equal":
+            deleted += old[i1:i2]
+            inserted += new[j1:j2]
+    return inserted, deleted
+
+
+def _counted(base: str, side: str) -> tuple[list[str], list[str], int, int]:
+    """One side's diff as its sentence counts it: the non-blank lines it inserts and
+    deletes (what kind of edit it is), and the counts the diff shows. A side that only
+    adds lines apart from blank ones deleted is said to add: its count is its inserted
+    lines, blank ones included, as the diff beside it shows them (and the mirror)."""
+    inserted, deleted = _diff(base, side)
+    ins = [ln for ln in inserted if ln.strip()]
+    dels = [ln for ln in deleted if ln.strip()]
+    return ins, dels, len(inserted), len(deleted)
+
+
 def lines_changed(base: str, side: str) -> int:
-    """How many lines one side's edit changed, as its sentence counts them (a line moved
-    to a new indentation is changed): the count a recommendation repeats."""
-    added, removed = _added_removed(base, side)
-    return max(len(added), len(removed))
+    """How many lines one side's edit changed, as its sentence counts them: the count a
+    recommendation repeats."""
+    ins, dels, n_ins, n_del = _counted(base, side)
+    if not dels:
+        return n_ins
+    return n_del if not ins else max(n_ins, n_del)
 
 
 def _what(base: str, side: str) -> str:
-    added, removed = _added_removed(base, side)
+    """What one side's edit did to base, counted as the diff beside it shows it."""
     if _layout_only(base, side):
         return "changed only the layout"
-    if added and not removed:
-        return f"added {_n(len(added), 'line')}{_blanks(base, side, 'insert')}"
-    if removed and not added:
-        return f"deleted {_n(len(removed), 'line')}{_blanks(base, side, 'delete')}"
-    if len(added) == len(removed) == 1:
-        was, now = removed[0].rstrip(), added[0].rstrip()
+    ins, dels, n_ins, n_del = _counted(base, side)
+    if ins and not dels:
+        return f"added {_n(n_ins, 'line')}"
+    if dels and not ins:
+        return f"deleted {_n(n_del, 'line')}"
+    if len(ins) == len(dels) == 1 and n_ins == n_del:
+        was, now = dels[0].rstrip(), ins[0].rstrip()
         if _extends(was, now):  # a comment or an argument added at the end
             return f"added `{_short(now[len(was):])}` at the end of `{_end_of(was)}`"
         if _extends(now, was):
             return f"cut `{_short(was[len(now):])}` from the end of `{_end_of(now)}`"
-        was, now = changed_span(removed[0], added[0])
+        was, now = changed_span(dels[0], ins[0])
         return f"changed `{was}` to `{now}`"
-    return f"changed {_n(max(len(added), len(removed)), 'line')}"
-
-
-def _blanks(base: str, side: str, how: str) -> str:
-    """`` (and 2 blank ones)``: the blank lines a side's edit inserted (or deleted), which
-    the count before it leaves out but the diff beside it shows; else ""."""
-    old, new = split_lines(base), split_lines(side)
-    ops = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
-    n = sum(1 for op, i1, i2, j1, j2 in ops if op in (how, "replace")
-            for ln in (new[j1:j2] if how == "insert" else old[i1:i2]) if not ln.strip())
-    return f" (and {n} blank one{'s' if n != 1 else ''})" if n else ""
+    if n_ins == n_del:
+        return f"changed {_n(n_ins, 'line')}"
+    return f"replaced {_n(n_del, 'line')} with {n_ins}"
 
 
 def _n(count: int, word: str) -> str:
