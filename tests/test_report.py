@@ -346,3 +346,18 @@ def test_a_fork_without_translation_is_not_told_of_a_translation() -> None:
     body = render_body(plan)
     assert "base = upstream@cutoff · theirs = upstream@tip" in body
     assert "translate(" not in body
+
+
+def test_peoples_titles_and_summaries_open_no_block_and_keep_code_spans_as_typed() -> None:
+    from bot.engine.report import is_balanced
+
+    plan = _plan(n_window=2)
+    # foundry-zksync #12786: `&lt;` showed as typed inside the code span.
+    plan["window"][0]["title"] = "Use `WithOtherFields<TransactionRequest>` for <b>calls</b>"
+    # Linuxbrew/brew@b381137cef: a summary that is a bare fence opened a code block that
+    # swallowed the rest of the body.
+    plan["window"][1]["summary"] = "```"
+    body = render_body(plan)
+    assert "Use `WithOtherFields<TransactionRequest>` for &lt;b>calls&lt;/b>" in body
+    assert "\n  ```" not in body and "\n  \\```" in body
+    assert is_balanced(body)

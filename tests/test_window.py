@@ -159,3 +159,12 @@ def test_the_window_knows_a_login_only_where_the_commit_tells_it(tmp_path: Path)
     # A plan saved before logins were kept: a login-shaped author was a login.
     assert by_author({"author": "alice"}) == "@alice"
     assert by_author({"author": "Jee Jee Li"}) == "by Jee Jee Li"
+
+
+def test_a_summary_is_a_line_that_says_something() -> None:
+    from bot.engine.window import _summary
+
+    # Linuxbrew/brew@b381137cef: the body's first line is a bare fence.
+    body = "```\nFast-forward\n Library/Formula/ant.rb | 8 ++++----\n```\n"
+    assert _summary(body, "pull: don't try to publish nonexistent bottles") == "Fast-forward"
+    assert _summary("---\n***\n", "t") == ""

@@ -174,6 +174,8 @@ def _summary(body: str, title: str) -> str:
         text = line.strip().lstrip("*-• ").strip()
         if not text or _NOT_SUMMARY.match(text) or text == title or text.startswith("<!--"):
             continue
+        if not any(ch.isalnum() for ch in text):
+            continue  # a bare fence or rule line (Linuxbrew/brew@b381137cef) says nothing
         if _SQUASH.match(text) and text.rstrip(")").endswith(tuple("0123456789")):
             continue  # a squashed commit list names the PR's own commits: say nothing
         return text if len(text) <= 160 else text[:157].rstrip() + "…"

@@ -24,7 +24,7 @@ from bot.engine.report.groups import (
     recommend,
     shown_ids,
 )
-from bot.engine.report.limits import BODY_LIMIT, balanced_cut
+from bot.engine.report.limits import BODY_LIMIT, balanced_cut, one_line
 from bot.engine.report.needs import workload_rows
 from bot.engine.report.workflows import WORKFLOW_DIFF_LIMIT, workflow_changes
 
@@ -338,7 +338,7 @@ def _where(files: list[str]) -> str:
 
 
 def _inline(text: str) -> str:
-    return text.replace("<", "&lt;").replace("\n", " ")
+    return one_line(text)
 
 
 def _paths(plan: Json, limit: int | None = None, report: str | None = None) -> list[str]:

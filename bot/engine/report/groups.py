@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.engine.follow import file_follow
 from bot.engine.manual import applies_as_is
+from bot.engine.report.limits import one_line
 from bot.engine.suggest import NEAR_TWINS_RULE, THEIRS_HOLDS_FORK, base_rule, lines_changed
 from bot.engine.window import LOGIN
 from bot.engine.wordiff import Clash, clash
@@ -268,7 +269,7 @@ def pr_label(plan: Json, prs: Sequence[int]) -> str:
     if len(prs) == 1 and prs[0] in window:
         e = window[prs[0]]
         # A title is people's text: no HTML of its own in our Markdown.
-        title = str(e.get("title", "")).replace("<", "&lt;").replace("\n", " ")
+        title = one_line(str(e.get("title", "")))
         return f"#{prs[0]} {title} ({by_author(e)})"
     return _prs(prs) or "no upstream PR"
 

@@ -12,6 +12,25 @@ SIDE_LIMIT = 6_000  # characters of one side shown in a comment before it is cut
 _FENCE = re.compile(r"^(`{3,}|~{3,})")
 
 
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+_BLOCK_START = re.compile(r"^(`{3,}|~{3,}|#|>)")
+
+
+def one_line(text: str) -> str:
+    """People's text (a PR title, a commit's summary) as one line of our Markdown: no HTML
+    of its own (``<`` is escaped, but not inside a code span, where ``&lt;`` would show as
+    typed), and no fence, heading or quote opened at its head (a commit body's bare
+    fence line once opened a code block that swallowed the rest of a PR body)."""
+    text = text.replace("\r", " ").replace("\n", " ")
+    out, at = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [text[at:m.start()].replace("<", "&lt;"), m.group()]
+        at = m.end()
+    out.append(text[at:].replace("<", "&lt;"))
+    line = "".join(out)
+    return "\\" + line if _BLOCK_START.match(line) else line
+
+
 def fence(text: str, info: str = "") -> str:
     """A code fence longer than any backtick run inside ``text``, so content cannot close it."""
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
@@ -90,4 +109,4 @@ def is_balanced(text: str) -> bool:
 
 
 __all__ = ["BODY_LIMIT", "CHECK_SUMMARY_LIMIT", "SIDE_LIMIT", "balanced_cut", "cut_side",
-           "fence", "is_balanced"]
+           "fence", "is_balanced", "one_line"]
