@@ -361,3 +361,17 @@ def test_peoples_titles_and_summaries_open_no_block_and_keep_code_spans_as_typed
     assert "Use `WithOtherFields<TransactionRequest>` for &lt;b>calls&lt;/b>" in body
     assert "\n  ```" not in body and "\n  \\```" in body
     assert is_balanced(body)
+
+
+def test_the_window_ends_at_the_tip_commit_when_commits_follow_the_last_pr() -> None:
+    from bot.engine.report.body import tip_reason
+
+    plan = _plan(n_window=2)
+    assert tip_reason(plan) == ("The window ends at #101, the head of upstream `main` when "
+                                "this sync ran.")
+    # LoopKit/Loop: three direct commits after #1393; the head is the last of them.
+    for k in range(3):
+        plan["window"].append(dict(plan["window"][0], number=None, kind="commit",
+                                   sha=f"{k + 7:x}" * 40))
+    assert tip_reason(plan) == ("The window ends at `bbbbbbbbbb` (3 commits after #101), the "
+                                "head of upstream `main` when this sync ran.")

@@ -82,8 +82,14 @@ def tip_reason(plan: Json) -> str:
     """Why the window ends where it does."""
     source = plan.get("tip_source") or ""
     window = plan.get("window", [])
-    last = next((e for e in reversed(window) if e.get("number") is not None), None)
-    at = f"#{last['number']}" if last else f"`{plan['tip'][:10]}`"
+    last = next((k for k in range(len(window) - 1, -1, -1)
+                 if window[k].get("number") is not None), None)
+    at = f"`{plan['tip'][:10]}`"
+    if last is not None:
+        after = len(window) - 1 - last  # commits of no PR after the last PR
+        at = (f"#{window[last]['number']}" if not after else
+              f"{at} ({after} commit{'s' if after != 1 else ''} after "
+              f"#{window[last]['number']})")
     branch = plan["upstream"]["branch"]
     if source in ("", "head"):
         return f"The window ends at {at}, the head of upstream `{branch}` when this sync ran."
