@@ -467,6 +467,11 @@ def test_a_group_of_one_says_its_id_and_path_once_and_counts_many_prs() -> None:
     assert "upstream #100, #103, #104, #105 changed it" in body
     assert ("Recommended: keep the fork's deletion, unless the fork needs these 4 upstream "
             "PRs' change") in body
+    # Two PRs are named, and a list takes no 's (Linuxbrew/brew: "#11218, #11391's change").
+    gone.update(prs=[100, 103])
+    body = render_body(_plan_with([one, gone]))
+    assert "unless the fork needs the change of #100 and #103 (then take theirs" in body
+    assert ": 1 changed path. " in body  # one path, said so
     # A settled group's title names no path: its items still do.
     settled = _item(3, "vime/kept.py", kind="policy")
     settled.update(tier="Settled", reason="policy `ours`", start_line=None, end_line=None)

@@ -109,7 +109,8 @@ def _header(plan: Json, behind: int, posted: int | None,
         + (f" and {len(window) - len(prs)} other commit"
            f"{'s' if len(window) - len(prs) != 1 else ''}" if len(window) > len(prs) else "")
         + f" merged into `{up['repo']}` `{up['branch']}` after cutoff `{plan['cutoff'][:10]}`,"
-        f" up to `{plan['tip'][:10]}`: {plan['summary']['files']} changed paths. "
+        f" up to `{plan['tip'][:10]}`: {plan['summary']['files']} changed path"
+        f"{'s' if plan['summary']['files'] != 1 else ''}. "
         + tip_reason(plan),
         "",
         "**Structure.** Commit 1 is the 3-way merge with the conflict markers kept as the "

@@ -157,7 +157,7 @@ def recommend(item: Json) -> tuple[str, str | None]:
         return "nothing to do: settled (the suggestion, where there is one, applies it)", None
     if kind == "file":
         if who_deleted(item) == "fork":
-            return (f"keep the fork's deletion, unless the fork needs {_possessive(prs)} change "
+            return (f"keep the fork's deletion, unless the fork needs {_change_of(prs)} "
                     "(then take theirs and adapt it)", "ours")
         if who_deleted(item) == "upstream":
             return (f"decide whether the fork still needs its changes to this file: take "
@@ -170,7 +170,7 @@ def recommend(item: Json) -> tuple[str, str | None]:
                 return f"take upstream's deletion{which} (theirs)", "theirs"
             return ("take upstream's version (theirs): it is the fork's file with upstream's "
                     "change applied", "theirs")
-        return (f"port {_possessive(prs)} change to the fork's version by hand, then answer "
+        return (f"port {_change_of(prs)} to the fork's version by hand, then answer "
                 "`done`", "done")
     if kind == "flag":
         return "check the flagged line has a fork equivalent; keep, adapt or drop it", None
@@ -208,7 +208,7 @@ def recommend(item: Json) -> tuple[str, str | None]:
     if fork <= upstream:
         return (f"combine by hand: apply the fork's {fork}-line edit to upstream's version "
                 f"({prs} changed {_n_lines(upstream)}; {shown})", None)
-    return (f"combine by hand: apply {_possessive(prs)} {upstream}-line change to the fork's "
+    return (f"combine by hand: apply {_change_of(prs, f'{upstream}-line change')} to the fork's "
             f"version (the fork changed {_n_lines(fork)}; {shown})", None)
 
 
@@ -227,8 +227,13 @@ def _pick_one(c: Clash) -> str:
             f"`{c.theirs}`: pick one or write a third{more}")
 
 
-def _possessive(prs: str) -> str:
-    return prs + ("'" if prs.endswith("s") else "'s")
+def _change_of(prs: str, what: str = "change") -> str:
+    """``#12's change``; ``the change of #11218 and #11391`` (a list takes no ``'s``)."""
+    head, _, last = prs.rpartition(", ")
+    if head:
+        return f"the {what} of {head} and {last}"
+    suffix = "'" if prs.endswith("s") else "'s"
+    return f"{prs}{suffix} {what}"
 
 
 def _n_lines(n: int) -> str:
