@@ -27,7 +27,7 @@ from bot.engine.share import file_changes
 from bot.engine.suggest import propose_region, propose_whole_file
 from bot.engine.text import decode
 from bot.engine.translate import Translator
-from bot.engine.wholefile import whole_file_choices, whole_file_question
+from bot.engine.wholefile import MOVED_RULE, moved_file, whole_file_choices, whole_file_question
 from bot.engine.workflows import WORKFLOW_NOTE, WORKFLOWS_POLICY, is_workflow, workflow_item
 
 
@@ -301,6 +301,26 @@ class Classifier:
             note = f"renamed from {p.fork_old}"
         return FileResult(p.fork, p.upstream, status, [], note=note)
 
+    def _moved(self, r: FileResult) -> ReviewItem | None:
+        """The item of a new file git moved into a directory the other side renamed: its
+        sides are the adder's version (the stage git recorded) and no file."""
+        path = r.path
+        stages = {(mode, oid, stage) for mode, oid, stage in self.o.conflicts.get(path, [])}
+        for m in self.o.messages:
+            # git's kind is "CONFLICT (directory rename suggested)"; its text says more.
+            moved = (moved_file(m.text, {s for _, _, s in stages})
+                     if path in m.paths else None)
+            if moved is None:
+                continue
+            mode, oid, _ = next(iter(stages))
+            sides = {"ours": None, "theirs": None, moved.side: {"mode": mode, "oid": oid}}
+            return ReviewItem(
+                id="", kind=ItemKind.FILE, path=path, upstream_path=r.upstream_path,
+                tier=Tier.DECIDE,
+                reason=moved.reason(), question=moved.question(),
+                choices=["ours", "theirs", "confirm"], sides=sides, rule=MOVED_RULE)
+        return None
+
     def _described(self, names: set[str | None]) -> list[tuple[str, str]]:
         """Why git says these paths conflicted, in forksync's words (label, sentence)."""
         found = [(m.kind, m.text) for m in self.o.messages
@@ -332,6 +352,9 @@ class Classifier:
             sentences = [sentence for _, sentence in self._described({r.path})]
             entries = {"ours": self._entry(self.ours, r.path),
                        "theirs": self._entry(self.theirs, r.path)}
+            moved = self._moved(r)
+            if moved is not None:
+                return [moved]
             sides = {side: _entry_json(e) for side, e in entries.items()}
             deleted = [side for side, entry_ in sides.items() if entry_ is None]
             kinds = {m.kind for m in self.o.messages if r.path in m.paths}

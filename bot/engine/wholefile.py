@@ -8,8 +8,50 @@ answers (:mod:`bot.engine.rescan`).
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK
 from bot.engine.trees import Entry
+
+MOVED_RULE = "file location"  # a new file git moved into a directory the other side renamed
+_FILE_LOCATION = re.compile(r"^(?P<was>.+?) added in \S+ inside a directory that was renamed "
+                            r"in \S+, suggesting it should perhaps be moved to (?P<to>.+?)\.$")
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A file one side added inside a directory the other side renamed: git put it in the
+    renamed directory (``CONFLICT (file location)``), with the adder's version."""
+
+    side: str  # "ours" or "theirs": who added it
+    was: str  # where the adder put it
+
+    @property
+    def who(self) -> str:
+        return "the fork" if self.side == "ours" else "upstream"
+
+    def reason(self) -> str:
+        other = "upstream" if self.side == "ours" else "the fork"
+        return (f"{self.who[0].upper()}{self.who[1:]} added this file as `{self.was}`, inside a "
+                f"directory {other} renamed, so git moved it here; commit 1 holds "
+                f"{self.who}'s version at this path.")
+
+    def question(self) -> str:
+        other = "theirs" if self.side == "ours" else "ours"
+        return (f"Keep {self.who}'s new file here (`{self.side}`), or no file here "
+                f"(`{other}`)? Or move it by hand and answer `confirm`: the file as it is on "
+                "the branch when you answer. The item closes only when the file is what you "
+                "chose.")
+
+
+def moved_file(text: str, stages: set[int]) -> Moved | None:
+    """The move of git's ``CONFLICT (file location)`` message ``text``, its adder known by
+    the one stage git recorded (2: the fork, 3: upstream); else None."""
+    m = _FILE_LOCATION.match(text.removeprefix("CONFLICT (file location): "))
+    if m is None or len(stages) != 1 or not stages <= {2, 3}:
+        return None
+    return Moved("ours" if stages == {2} else "theirs", m["was"])
 
 
 def whole_file_choices(sides: dict[str, Entry | None], merged: Entry | None) -> str:
@@ -38,4 +80,4 @@ def whole_file_question(sides: dict[str, Entry | None], merged: Entry | None) ->
     return f"git could not merge this file line by line. {whole_file_choices(sides, merged)}"
 
 
-__all__ = ["whole_file_choices", "whole_file_question"]
+__all__ = ["MOVED_RULE", "Moved", "moved_file", "whole_file_choices", "whole_file_question"]

@@ -13,6 +13,7 @@ from bot.engine.follow import file_follow
 from bot.engine.manual import applies_as_is
 from bot.engine.report.limits import one_line
 from bot.engine.suggest import NEAR_TWINS_RULE, THEIRS_HOLDS_FORK, base_rule, lines_changed
+from bot.engine.wholefile import MOVED_RULE
 from bot.engine.window import LOGIN
 from bot.engine.wordiff import Clash, clash
 
@@ -156,6 +157,11 @@ def recommend(item: Json) -> tuple[str, str | None]:
     if kind == "policy" or tier == "Settled":
         return "nothing to do: settled (the suggestion, where there is one, applies it)", None
     if kind == "file":
+        if item.get("rule") == MOVED_RULE:
+            side = next((s for s, e in (item.get("sides") or {}).items() if e), None)
+            who = "the fork" if side == "ours" else "upstream"
+            return (f"keep {who}'s new file where git moved it (into the renamed directory), "
+                    "or move it by hand and answer `confirm`", side)
         if who_deleted(item) == "fork":
             return (f"keep the fork's deletion, unless the fork needs {_change_of(prs)} "
                     "(then take theirs and adapt it)", "ours")

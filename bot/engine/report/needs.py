@@ -12,6 +12,7 @@ from typing import Any
 from bot.engine.manual import applies_as_is
 from bot.engine.report.groups import drops_fork, id_ranges, recommend
 from bot.engine.suggest import FORK_FILE, NEAR_TWINS_RULE
+from bot.engine.wholefile import MOVED_RULE
 
 Json = dict[str, Any]
 
@@ -30,6 +31,10 @@ _NEEDS = [
     ("file confirm ours", "{n} file{s} one side deleted, with the fork's side (ours) proposed"),
     ("file confirm theirs", "{n} file{s} one side deleted, with upstream's side (theirs) "
      "proposed"),
+    ("moved ours", "{n} new file{s} of the fork's that git moved into a directory upstream "
+     "renamed, with the move proposed"),
+    ("moved theirs", "{n} new file{s} of upstream's that git moved into a directory the fork "
+     "renamed, with the move proposed"),
     ("manual", "{n} file{s} to port by hand"),
     ("manual theirs", "{n} file{s} under a manual policy that the fork never changed, with "
      "upstream's version (theirs) proposed"),
@@ -52,6 +57,8 @@ def _need(item: Json) -> str:
     kind = item.get("kind")
     if kind == "file":
         choice = recommend(item)[1]
+        if item.get("rule") == MOVED_RULE and choice:
+            return f"moved {choice}"
         if choice in ("ours", "theirs"):
             return f"file {'propose' if item.get('tier') == 'Decide' else 'confirm'} {choice}"
     if kind == "manual" and applies_as_is(item):
@@ -110,7 +117,7 @@ def workload_rows(items: list[Json], one_click: Collection[str] | None = None
 def _phrase(key: str, text: str, ids: list[str]) -> str:
     """One row's phrase: the need with its count, and how its items are answered."""
     phrase = text.format(n=len(ids), s="s" if len(ids) != 1 else "") + _how(key, ids)
-    if key.startswith(("file confirm", "file propose", "manual theirs")):
+    if key.startswith(("file confirm", "file propose", "manual theirs", "moved")):
         many = len(ids) > 1
         does = (f"confirms {'all' if many else 'it'}" if key.startswith("file confirm")
                 else f"takes it{' for all' if many else ''}")
