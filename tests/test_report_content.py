@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bot.engine.model import Changed
@@ -220,6 +220,7 @@ def test_a_cut_side_says_where_it_is_whole_and_never_names_a_report() -> None:
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 1500), title=_text)
+@example(n=1473, title="a```</details>aaa</details>aaa")  # code spans of our own tags
 def test_a_huge_body_and_check_stay_within_the_limits(n: int, title: str) -> None:
     items = [_conflict(k, f"vime/p{k % 300}.py", "b\n", f"t{k}\n", f"o{k}\n", [100 + k % 7])
              for k in range(1, n + 1)]

@@ -14,6 +14,7 @@ _FENCE = re.compile(r"^(`{3,}|~{3,})")
 
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _BLOCK_START = re.compile(r"^(`{3,}|~{3,}|#|>)")
+_OUR_TAGS = re.compile(r"</?(details|summary)", re.I)
 
 
 def one_line(text: str) -> str:
@@ -24,7 +25,10 @@ def one_line(text: str) -> str:
     text = text.replace("\r", " ").replace("\n", " ")
     out, at = [], 0
     for m in _CODE_SPAN.finditer(text):
-        out += [text[at:m.start()].replace("<", "&lt;"), m.group()]
+        # A span that holds our own structure's tags is escaped all the same: a cut
+        # through it must never leave a live ``</details>``.
+        span = m.group() if not _OUR_TAGS.search(m.group()) else m.group().replace("<", "&lt;")
+        out += [text[at:m.start()].replace("<", "&lt;"), span]
         at = m.end()
     out.append(text[at:].replace("<", "&lt;"))
     line = "".join(out)
