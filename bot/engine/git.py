@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import os
 import re
+import selectors
 import subprocess
 import tempfile
 import threading
@@ -73,6 +74,15 @@ def reading(repo: str | None = None, path: str | None = None,
         yield
     except MissingObject as exc:
         raise exc.at(repo=repo, path=path, kind=kind) from None
+
+
+class Head(NamedTuple):
+    """The first bytes of a git process's output (:meth:`Git.run_head`)."""
+
+    stdout: bytes  # at most the limit
+    cut: bool  # the output went on past the limit, and git was stopped there
+    stderr: bytes  # at most the limit
+    returncode: int | None  # None: stopped at the limit
 
 
 class TreeEntry(NamedTuple):
@@ -140,6 +150,48 @@ class Git:
         if watch.expired:
             raise self.timed_out(args)
         return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+    def run_head(self, *args: str, limit: int, ok_codes: Iterable[int] = (0,)) -> Head:
+        """Run git and keep the first ``limit`` bytes of its output; past them, git is
+        stopped (``cut``), so a command whose output has no bound reads a bounded amount.
+        stderr is read alongside (a full pipe would block git) and kept up to ``limit``."""
+        proc = spawn(self._argv(args), self._env, None, stdin=subprocess.DEVNULL)
+        watch = DEADLINES.watch(proc.pid, self.timeout)
+        out, err = bytearray(), bytearray()
+        cut = False
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            with selectors.DefaultSelector() as sel:
+                sel.register(proc.stdout, selectors.EVENT_READ, out)
+                sel.register(proc.stderr, selectors.EVENT_READ, err)
+                while sel.get_map() and not cut:
+                    for key, _ in sel.select():
+                        chunk = os.read(key.fd, 1 << 16)
+                        if not chunk:
+                            sel.unregister(key.fileobj)
+                            continue
+                        buf: bytearray = key.data
+                        room = limit - len(buf)
+                        buf += chunk[:max(room, 0)]
+                        if buf is out and len(chunk) > room:
+                            cut = True
+                            break
+            if cut:
+                kill(proc)
+            else:
+                proc.wait()
+                proc.stdout.close()
+                proc.stderr.close()
+        except BaseException:
+            kill(proc)
+            raise
+        finally:
+            watch.done()
+        if watch.expired:
+            raise self.timed_out(args)
+        if not cut and proc.returncode not in tuple(ok_codes):
+            raise self.failure(args, proc.returncode, bytes(err))
+        return Head(bytes(out), cut, bytes(err), None if cut else proc.returncode)
 
     def timed_out(self, args: Sequence[str], reading: str = "") -> GitTimeout:
         what = f" reading {reading}" if reading else ""
