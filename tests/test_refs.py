@@ -1,5 +1,6 @@
-"""Files of a tree that refer to a path (``bot.engine.refs``): one bounded git grep, each
-line checked for a real reference, counted and capped. Real repositories throughout."""
+"""Files of commit 1 that still refer to a path a whole-file item deletes
+(``bot.engine.refs``): found by one git grep, said in the item's reason, and taken into
+its recommendation. Real repositories throughout."""
 
 from __future__ import annotations
 
@@ -9,8 +10,103 @@ import pytest
 
 from bot.engine import refs as refs_module
 from bot.engine.git import Git
+from bot.engine.learn import Learned, Way
+from bot.engine.model import Plan, ReviewItem, Tier
+from bot.engine.pipeline import plan
 from bot.engine.refs import Refs, deletion_note, find_refs, stub_note
-from tests.factory import git_text, init_repo, write_tree
+from bot.engine.report.comments import render_review_comment
+from bot.engine.report.groups import recommend
+from bot.engine.report.needs import workload_rows
+from bot.engine.suggest import FORK_DELETED, propose_whole_file
+from tests.factory import PLAIN_CONFIG, Scenario, git_text, init_repo, write_tree
+
+FORK_DELETED_SAYS = "The fork deleted this file and upstream changed it."
+
+
+def _plan(s: Scenario, tmp_path: Path, **kw: object) -> Plan:
+    return plan(str(s.fork_dir), str(s.upstream_dir), workdir=str(tmp_path / "work"),
+                **kw)  # type: ignore[arg-type]
+
+
+def _item(p: Plan, path: str) -> ReviewItem:
+    (found,) = [i for i in p.items if i.path == path]
+    return found
+
+
+def _docs_fork(tmp_path: Path) -> Scenario:
+    """The fork deleted `docs/en/guide.md`, which upstream then changed; the README and the
+    English index still link it (a link, a `:doc:` role, a toctree entry), while the
+    Chinese index links its own guide and another page only says the word."""
+    s = Scenario(tmp_path / "repos", config=PLAIN_CONFIG)
+    s.upstream_pr(10, "Docs", "alice", files={
+        "docs/en/guide.md": "# Guide\n\nStep one.\n",
+        "docs/en/index.rst": "Welcome\n=======\n\n- Start here: :doc:`guide`\n\n"
+                             ".. toctree::\n\n   guide\n   other\n",
+        "docs/en/other.md": "# Other\n\nNot a guide: see the guide of another project.\n",
+        "docs/zh/guide.md": "# Guide (zh)\n",
+        "docs/zh/index.rst": "- :doc:`guide`\n",
+        "README.md": "# Project\n\n- [Guide](./docs/en/guide.md)\n- [Other](docs/en/other.md)\n",
+    })
+    s.sync_fork()
+    s.fork_commit("Fork: we have no guide", {"docs/en/guide.md": None})
+    s.upstream_pr(11, "Guide: step two", "bob",
+                  files={"docs/en/guide.md": "# Guide\n\nStep one.\nStep two.\n"})
+    return s
+
+
+def test_a_page_the_fork_deleted_names_the_files_that_still_link_it(tmp_path: Path) -> None:
+    p = _plan(_docs_fork(tmp_path), tmp_path)
+    item = _item(p, "docs/en/guide.md")
+    assert (item.kind.value, item.tier, item.rule) == ("file", Tier.DECIDE, FORK_DELETED)
+    # The statistic stays; the branch's own links follow it, with their lines in commit 1:
+    # README.md L3 (a Markdown link), docs/en/index.rst L4 (`:doc:`) and L8 (the toctree).
+    # The Chinese index links docs/zh/guide.md, and "the guide" in prose is no link.
+    assert item.reason == (
+        f"{FORK_DELETED_SAYS} {propose_whole_file('fork').reason} 2 files on this branch "
+        "still refer to it: `README.md` L3; `docs/en/index.rst` L4, L8. Check these before "
+        "you keep the deletion.")
+    assert item.refs == {"files": 2, "complete": True}
+    # No one command deletes it with the other deletions: the recommendation says to fix
+    # the links first, and the PR body's table counts it as a file to decide.
+    data = p.to_json()
+    (found,) = [i for f in data["files"] for i in f["review_items"] if i["id"] == item.id]
+    assert found["refs"] == {"files": 2, "complete": True}
+    assert recommend(found) == ("fix the 2 files that still refer to it, then keep the "
+                                "fork's deletion; or take theirs if the fork still needs this "
+                                "file", None)
+    assert ("1 file one side deleted: keep or delete", [item.id]) in workload_rows([found])
+    assert Plan.from_json(data).to_json() == data  # the field survives the App's store
+    comment = render_review_comment(found, data)
+    assert "Recommended: fix the 2 files that still refer to it" in comment
+    assert f"`/sync answer {item.id} ours`" not in comment
+
+
+def test_a_deletion_nothing_refers_to_keeps_its_reason(tmp_path: Path) -> None:
+    s = Scenario(tmp_path / "repos", config=PLAIN_CONFIG)
+    s.upstream_pr(10, "Tools", "alice", files={
+        "tools/legacy.py": "X = 1\n",
+        "tools/used.py": "def main():\n    return 1\n",
+        "tools/run.py": "from tools.used import main\n\nmain()\n",
+        # Near misses: another folder's legacy.py, a longer module name.
+        "docs/tools.md": "Run `scripts/legacy.py` or `import tools.legacy_v2`.\n",
+    })
+    s.sync_fork()
+    s.fork_commit("Fork: drop two tools", {"tools/legacy.py": None, "tools/used.py": None})
+    s.upstream_pr(11, "Tools: new values", "bob", files={
+        "tools/legacy.py": "X = 2\n", "tools/used.py": "def main():\n    return 2\n"})
+    p = _plan(s, tmp_path)
+    legacy, used = _item(p, "tools/legacy.py"), _item(p, "tools/used.py")
+    data = {i["id"]: i for f in p.to_json()["files"] for i in f["review_items"]}
+    # One grep for the sync: it finds the importer of tools/used.py ...
+    assert used.reason.endswith("1 file on this branch still refers to it: `tools/run.py` "
+                                "L1. Check it before you keep the deletion.")
+    assert recommend(data[used.id]) == ("fix the file that still refers to it, then keep the "
+                                        "fork's deletion; or take theirs if the fork still "
+                                        "needs this file", None)
+    # ... and nothing for tools/legacy.py: its reason and recommendation are as they were.
+    assert legacy.reason == f"{FORK_DELETED_SAYS} {propose_whole_file('fork').reason}"
+    assert legacy.refs is None and "refs" not in data[legacy.id]
+    assert recommend(data[legacy.id])[1] == "ours"
 
 
 def test_a_stub_is_not_preferred_against_where_it_has_the_names() -> None:
@@ -108,3 +204,36 @@ def test_what_counts_as_a_reference(tmp_path: Path, target: str, line: str,
     where = "scripts/run.sh" if target.endswith(".sh") else "use.py"
     git, tree = _repo(tmp_path, {target: "x\n", where: line + "\n"})
     assert (target in find_refs(git, tree, [target])) is refers
+
+
+def test_a_deletion_this_fork_settled_waits_for_a_look_when_files_refer_to_it(
+        tmp_path: Path) -> None:
+    s = _docs_fork(tmp_path)
+    habit = Learned([Way("rule", FORK_DELETED, "suggested", 400, 400,
+                         {f"m{i}" for i in range(100)})])
+    assert habit.ways[0].tier is Tier.SETTLED
+    item = _item(_plan(s, tmp_path, learned=habit), "docs/en/guide.md")
+    assert item.tier is Tier.CONFIRM and item.learned
+    assert "Check these before you keep the deletion." in item.reason
+
+
+def test_the_apps_partial_clones_say_at_least_what_they_read(tmp_path: Path) -> None:
+    from tests.partial import partial_plan
+
+    s = _docs_fork(tmp_path)
+    s.upstream_pr(12, "README: a line more", "carol", files={
+        "README.md": "# Project\n\n- [Guide](./docs/en/guide.md)\n- [Other](docs/en/other.md)\n"
+                     "- [Changes](CHANGES.md)\n"})
+    full = _item(_plan(s, tmp_path), "docs/en/guide.md")
+    assert full.refs == {"files": 2, "complete": True}
+    # The App's caches hold the window's blobs only: the README (changed upstream) is read,
+    # the English index (unchanged) is not, and the count says it may be more.
+    run = partial_plan(s.fork_dir, s.upstream_dir, tmp_path / "partial")
+    item = _item(run.plan, "docs/en/guide.md")
+    assert item.refs == {"files": 1, "complete": False}
+    assert item.reason.endswith("At least 1 file on this branch still refers to it: "
+                                "`README.md` L3. Check it before you keep the deletion.")
+    data = run.plan.to_json()
+    found = next(i for f in data["files"] for i in f["review_items"] if i["id"] == item.id)
+    assert recommend(found)[0].startswith("fix the files that still refer to it (at least 1), "
+                                          "then keep the fork's deletion")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 from bot.engine import configwarn
 from bot.engine.config import Config
@@ -23,6 +24,7 @@ from bot.engine.merge import (
 )
 from bot.engine.mergetalk import describe
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
+from bot.engine.refs import Refs, deletion_note, find_refs
 from bot.engine.share import file_changes
 from bot.engine.suggest import propose_region, propose_whole_file
 from bot.engine.text import decode
@@ -92,6 +94,8 @@ class Classifier:
         self.theirs = TreeIndex(cat, outcome.theirs_tree)
         self.item_prs = ItemPRs(work, cat, outcome, window, cutoff, tip)
         self.raw = self.item_prs.raw  # one index of git's merged tree, read once
+        # What commit 1 still refers to, of the paths whose items ask it (``_ref_targets``).
+        self.refs: dict[str, Refs] = {}
 
     def fork_path(self, upstream_path: str) -> str:
         return self.o.path_map.get(upstream_path) or self.tr.path(upstream_path)
@@ -169,6 +173,18 @@ class Classifier:
         tree = edit_tree(self.cat, writer, self.o.merged_tree, edits)
         writer.flush()
         final = TreeIndex(self.cat, tree)
+        searched, deleted = self._ref_targets(results)
+        waiting = set(searched)
+        # git greps commit 1's tree in a thread while the other files' items are made;
+        # the files it searches for get theirs once it is done.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            found = pool.submit(find_refs, self.work, tree, searched, skip=deleted) \
+                if searched else None
+            for r in results:
+                if r.status is Status.CONFLICT and not r.review_items \
+                        and r.path not in waiting:
+                    r.review_items = self._conflict_items(r, final)
+            self.refs = found.result() if found is not None else {}
         for r in results:
             if r.status is Status.CONFLICT and not r.review_items:
                 r.review_items = self._conflict_items(r, final)
@@ -183,6 +199,20 @@ class Classifier:
                 item.id = f"Q{n}"
         mark_twins([i for r in results for i in r.review_items])
         return Classified(results, tree, self._warnings(paths, results))
+
+    def _ref_targets(self, results: list[FileResult]) -> tuple[list[str], list[str]]:
+        """The paths whose items say which files of commit 1 still refer to them: those one
+        side deleted and the other changed (modify/delete); and the same again as the files
+        that never count as referring (their proposals delete them). ``bot.engine.refs``
+        searches them all with one git grep."""
+        deleted: list[str] = []
+        for r in results:
+            if r.status is not Status.CONFLICT or r.review_items:
+                continue
+            stages = {stage for _mode, _oid, stage in self.o.conflicts.get(r.path, [])}
+            if 1 in stages and len(stages & {2, 3}) == 1:
+                deleted.append(r.path)
+        return deleted, deleted
 
     def _warnings(self, paths: list[_Path], results: list[FileResult]) -> list[dict[str, object]]:
         """Paths the config translates to names the fork lacks; patch files translated."""
@@ -359,9 +389,15 @@ class Classifier:
             deleted = [side for side, entry_ in sides.items() if entry_ is None]
             kinds = {m.kind for m in self.o.messages if r.path in m.paths}
             if len(deleted) == 1 and any("delete" in kind for kind in kinds):
-                prop = propose_whole_file("fork" if deleted == ["ours"] else "upstream")
+                by = "fork" if deleted == ["ours"] else "upstream"
+                prop = propose_whole_file(by)
                 if self.learned is not None:
                     prop = self.learned.apply_file(prop)
+                # Files on the branch that still refer to it: said, and a deletion this
+                # fork's habit settled waits for a person's confirmation.
+                refs = self.refs.get(r.path)
+                if refs is not None and prop.tier is Tier.SETTLED:
+                    prop = replace(prop, tier=Tier.CONFIRM)
                 # What each choice means goes where the item is read: a Decide's question,
                 # a proposal's reason.
                 choices = whole_file_choices(entries, entry)
@@ -369,10 +405,12 @@ class Classifier:
                 return [ReviewItem(
                     id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
                     tier=prop.tier,
-                    reason=" ".join([*sentences, prop.reason, *([] if asks else [choices])]),
+                    reason=" ".join([*sentences, prop.reason,
+                                     *([deletion_note(refs, by)] if refs else []),
+                                     *([] if asks else [choices])]),
                     question=f"{prop.question} {choices}" if asks else prop.question,
                     choices=[*prop.choices, "confirm"], sides=sides, rule=prop.rule,
-                    learned=prop.learned)]
+                    learned=prop.learned, refs=refs.to_json() if refs else None)]
             return [ReviewItem(
                 id="", kind=ItemKind.FILE, path=r.path, upstream_path=r.upstream_path,
                 tier=Tier.DECIDE, reason=" ".join(sentences) or "git could not merge this file.",

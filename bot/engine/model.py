@@ -109,6 +109,10 @@ class ReviewItem:
     # versions (``bot.engine.follow``; people resolve them alike): {"group": the first
     # item's id, "count": how many others, "some": up to three of them, {"id", "path"}}.
     twins: dict[str, Any] | None = None
+    # Whole-file items that keep a deletion: the files of commit 1 that still refer to the
+    # path (``bot.engine.refs``), counted: {"files": how many, "complete": False where that
+    # is a lower bound}. The reason names them.
+    refs: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,6 +135,7 @@ class ReviewItem:
             **({"rule": self.rule} if self.rule else {}),
             **({"learned": self.learned} if self.learned else {}),
             **({"twins": self.twins} if self.twins else {}),
+            **({"refs": self.refs} if self.refs else {}),
         }
 
 
@@ -302,7 +307,7 @@ def item_from_json(d: dict[str, Any]) -> ReviewItem:
         suggestion=d.get("suggestion"), question=d.get("question"),
         choices=list(d.get("choices", [])), prs=list(d.get("prs", [])),
         sides=d.get("sides"), rule=d.get("rule", ""), learned=d.get("learned", ""),
-        twins=d.get("twins"),
+        twins=d.get("twins"), refs=d.get("refs"),
     )
 
 

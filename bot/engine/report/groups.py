@@ -156,19 +156,29 @@ def recommend(item: Json) -> tuple[str, str | None]:
     choices = [str(c) for c in item.get("choices") or []]
     if kind == "policy" or tier == "Settled":
         return "nothing to do: settled (the suggestion, where there is one, applies it)", None
+    found = item.get("refs")
+    refs: Json = found if isinstance(found, dict) else {}
     if kind == "file":
         if item.get("rule") == MOVED_RULE:
             side = next((s for s, e in (item.get("sides") or {}).items() if e), None)
             who = "the fork" if side == "ours" else "upstream"
             return (f"keep {who}'s new file where git moved it (into the renamed directory), "
                     "or move it by hand and answer `confirm`", side)
+        # Files on the branch still refer to it (the reason names them): no one command
+        # deletes it with the others before they are looked at.
         if who_deleted(item) == "fork":
+            if refs.get("files"):
+                return (f"fix {_referring(refs)}, then keep the fork's deletion; or take "
+                        "theirs if the fork still needs this file", None)
             return (f"keep the fork's deletion, unless the fork needs {_change_of(prs)} "
                     "(then take theirs and adapt it)", "ours")
         if who_deleted(item) == "upstream":
+            one = refs.get("files") == 1 and refs.get("complete", True)
+            fixed = (f" and {_referring(refs)} {'is' if one else 'are'} fixed"
+                     if refs.get("files") else "")
             return (f"decide whether the fork still needs its changes to this file: take "
-                    f"upstream's deletion{which} once they are moved elsewhere or dropped, "
-                    "or keep the fork's version", None)
+                    f"upstream's deletion{which} once they are moved elsewhere or dropped"
+                    f"{fixed}, or keep the fork's version", None)
         return "pick the side to keep (git cannot merge this file line by line)", None
     if kind == "manual":
         if applies_as_is(item):
@@ -216,6 +226,16 @@ def recommend(item: Json) -> tuple[str, str | None]:
                 f"({prs} changed {_n_lines(upstream)}; {shown})", None)
     return (f"combine by hand: apply {_change_of(prs, f'{upstream}-line change')} to the fork's "
             f"version (the fork changed {_n_lines(fork)}; {shown})", None)
+
+
+def _referring(refs: Json) -> str:
+    """``the 2 files that still refer to it``: the files an item's ``refs`` counts (the
+    reason names them), or ``the files that still refer to it (at least 2)``."""
+    n = int(refs.get("files") or 0)
+    if not refs.get("complete", True):
+        return f"the files that still refer to it (at least {n})"
+    return "the file that still refers to it" if n == 1 else \
+        f"the {n} files that still refer to it"
 
 
 CLASH = "both replaced"  # how a recommendation over a clash (``wordiff.clash``) begins
