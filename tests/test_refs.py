@@ -1,6 +1,6 @@
-"""Files of commit 1 that still refer to a path a whole-file item deletes
-(``bot.engine.refs``): found by one git grep, said in the item's reason, and taken into
-its recommendation. Real repositories throughout."""
+"""Files of commit 1 that still refer to a path a whole-file item deletes, or to an add/add
+whose one version is a stub (``bot.engine.refs``): found by one git grep, said in the
+item's reason, and taken into its recommendation. Real repositories throughout."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from bot.engine.model import Plan, ReviewItem, Tier
 from bot.engine.pipeline import plan
 from bot.engine.refs import Refs, deletion_note, find_refs, stub_note
 from bot.engine.report.comments import render_review_comment
-from bot.engine.report.groups import recommend
+from bot.engine.report.groups import group_items, recommend
 from bot.engine.report.needs import workload_rows
 from bot.engine.suggest import FORK_DELETED, propose_whole_file
 from tests.factory import PLAIN_CONFIG, Scenario, git_text, init_repo, write_tree
@@ -107,6 +107,48 @@ def test_a_deletion_nothing_refers_to_keeps_its_reason(tmp_path: Path) -> None:
     assert legacy.reason == f"{FORK_DELETED_SAYS} {propose_whole_file('fork').reason}"
     assert legacy.refs is None and "refs" not in data[legacy.id]
     assert recommend(data[legacy.id])[1] == "ours"
+
+
+def test_a_stub_the_branch_imports_from_recommends_the_full_module(tmp_path: Path) -> None:
+    s = Scenario(tmp_path / "repos", config=PLAIN_CONFIG)
+    s.sync_fork()
+    stub = "# vime: not needed with vLLM; kept as a stub.\n"
+    s.fork_commit("Fork: stub", {"vime/backends/vllm_utils/external.py": stub})
+    full = ('"""External engines."""\n\nimport requests\n\n\n'
+            "def get_server_info(url):\n    return requests.get(url).json()\n\n\n"
+            "def start_external_rollout_servers(urls):\n"
+            "    return [get_server_info(u) for u in urls]\n\n\n"
+            "def discover(urls):\n    return list(urls)\n")
+    ray = s.upstream_file("slime/ray/rollout.py").decode()
+    s.upstream_pr(11, "External engines", "bob", files={
+        "slime/backends/sglang_utils/external.py": full,
+        # Upstream's own files use it, and merge cleanly into the fork's.
+        "slime/ray/rollout.py": "from slime.backends.sglang_utils.external import "
+                                "get_server_info, start_external_rollout_servers\n" + ray,
+        "tests/test_external.py": "import slime.backends.sglang_utils.external as ext\n\n\n"
+                                  "def test_it(monkeypatch):\n"
+                                  '    monkeypatch.setattr("slime.backends.sglang_utils.'
+                                  'external.requests.get", None)\n',
+    })
+    p = _plan(s, tmp_path)
+    item = _item(p, "vime/backends/vllm_utils/external.py")
+    assert (item.rule, item.tier, item.suggestion) == ("add/add", Tier.DECIDE, None)
+    assert item.reason == (
+        "both sides added this file (add/add) and their versions differ here; two new files "
+        "are never glued together. 2 files on this branch refer to it: `vime/ray/rollout.py` "
+        "L1; `tests/test_external.py` L1, L5. Imported from it: `get_server_info`, "
+        "`start_external_rollout_servers`, none of which the fork's version has. The fork's "
+        f"version is a 1-line stub; upstream's has {full.count(chr(10))} lines.")
+    assert item.refs == {"files": 2, "complete": True, "keep": "theirs"}
+    data = p.to_json()
+    found = next(i for f in data["files"] for i in f["review_items"] if i["id"] == item.id)
+    # The recommendation takes upstream's version, by the command the PR body shows.
+    assert recommend(found) == ("take upstream's whole version (theirs), which keeps the 2 "
+                                "files that refer to it working: the fork's is a stub",
+                                "theirs")
+    (group,) = [g for g in group_items(data) if item.id in g.ids]
+    assert group.command == f"/sync answer {item.id} theirs"
+    assert f"`/sync answer {item.id} theirs`" in render_review_comment(found, data)
 
 
 def test_a_stub_is_not_preferred_against_where_it_has_the_names() -> None:

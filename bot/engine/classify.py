@@ -6,6 +6,7 @@ import difflib
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from bot.engine import configwarn
 from bot.engine.config import Config
@@ -24,7 +25,7 @@ from bot.engine.merge import (
 )
 from bot.engine.mergetalk import describe
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
-from bot.engine.refs import Refs, deletion_note, find_refs
+from bot.engine.refs import Refs, deletion_note, find_refs, stub_note, stub_side
 from bot.engine.share import file_changes
 from bot.engine.suggest import propose_region, propose_whole_file
 from bot.engine.text import decode
@@ -96,6 +97,7 @@ class Classifier:
         self.raw = self.item_prs.raw  # one index of git's merged tree, read once
         # What commit 1 still refers to, of the paths whose items ask it (``_ref_targets``).
         self.refs: dict[str, Refs] = {}
+        self._stubs: dict[str, tuple[str, str]] = {}  # add/add with a stub: its two versions
 
     def fork_path(self, upstream_path: str) -> str:
         return self.o.path_map.get(upstream_path) or self.tr.path(upstream_path)
@@ -202,17 +204,24 @@ class Classifier:
 
     def _ref_targets(self, results: list[FileResult]) -> tuple[list[str], list[str]]:
         """The paths whose items say which files of commit 1 still refer to them: those one
-        side deleted and the other changed (modify/delete); and the same again as the files
-        that never count as referring (their proposals delete them). ``bot.engine.refs``
-        searches them all with one git grep."""
+        side deleted and the other changed (modify/delete), and the add/add files whose one
+        version is a stub; and the deleted ones, which never count as referring (their
+        proposals delete them). ``bot.engine.refs`` searches them all with one git grep."""
         deleted: list[str] = []
+        stubs: list[str] = []
         for r in results:
             if r.status is not Status.CONFLICT or r.review_items:
                 continue
             stages = {stage for _mode, _oid, stage in self.o.conflicts.get(r.path, [])}
             if 1 in stages and len(stages & {2, 3}) == 1:
                 deleted.append(r.path)
-        return deleted, deleted
+            elif stages and 1 not in stages and {2, 3} <= stages:
+                ours, theirs = (self._read_text(self._entry(index, r.path))
+                                for index in (self.ours, self.theirs))
+                if ours is not None and theirs is not None and stub_side(ours, theirs):
+                    stubs.append(r.path)
+                    self._stubs[r.path] = (ours, theirs)
+        return stubs + deleted, deleted
 
     def _warnings(self, paths: list[_Path], results: list[FileResult]) -> list[dict[str, object]]:
         """Paths the config translates to names the fork lacks; patch files translated."""
@@ -424,20 +433,36 @@ class Classifier:
         r.changed = None if added_both else file_changes(
             *(self._read_text(self._entry(tree, r.path))
               for tree in (self.base, self.ours, self.theirs)))
+        stub = self._stub_note(r.path) if added_both else None
         for region in regions:
             base = region.base or ""
             prop = propose_region(lines, region, added_both=added_both, path=r.path,
                                   changed=r.changed)
             if self.learned is not None:
                 prop = self.learned.apply(prop, region.ours, region.theirs, r.path)
+            reason, noted = prop.reason, None
+            if stub is not None and prop.rule == "add/add":
+                reason, noted = f"{reason.rstrip('.')}. {stub[0]}", stub[1]
             items.append(ReviewItem(
                 id="", kind=ItemKind.CONFLICT, path=r.path, upstream_path=r.upstream_path,
-                tier=prop.tier, reason=prop.reason, ours=region.ours, base=base,
+                tier=prop.tier, reason=reason, ours=region.ours, base=base,
                 theirs=region.theirs, start_line=region.start_line, end_line=region.end_line,
                 suggestion=prop.suggestion, question=prop.question, choices=list(prop.choices),
-                rule=prop.rule, learned=prop.learned,
+                rule=prop.rule, learned=prop.learned, refs=noted,
             ))
         return items
+
+    def _stub_note(self, path: str) -> tuple[str, dict[str, Any]] | None:
+        """For an add/add whose one version is a stub that files on the branch refer to:
+        the sentence its items' reasons end with, and what they record (``refs``)."""
+        refs, sides = self.refs.get(path), self._stubs.get(path)
+        if refs is None or sides is None:
+            return None
+        found = stub_note(refs, *sides)
+        if found is None:
+            return None
+        said, keep = found
+        return said, refs.to_json(keep=keep)
 
     def _translated_diff(self, p: _Path) -> str:
         old = self._read_text(self._entry(self.base, p.fork_old or p.fork)) or ""

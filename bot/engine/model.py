@@ -109,9 +109,10 @@ class ReviewItem:
     # versions (``bot.engine.follow``; people resolve them alike): {"group": the first
     # item's id, "count": how many others, "some": up to three of them, {"id", "path"}}.
     twins: dict[str, Any] | None = None
-    # Whole-file items that keep a deletion: the files of commit 1 that still refer to the
-    # path (``bot.engine.refs``), counted: {"files": how many, "complete": False where that
-    # is a lower bound}. The reason names them.
+    # Whole-file items that keep a deletion, and add/add items whose one version is a stub:
+    # the files of commit 1 that still refer to the path (``bot.engine.refs``), counted:
+    # {"files": how many, "complete": False where that is a lower bound, and for an
+    # add/add "keep": the side that keeps them working}. The reason names them.
     refs: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:

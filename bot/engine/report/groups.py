@@ -205,6 +205,12 @@ def recommend(item: Json) -> tuple[str, str | None]:
         return (f"take upstream's deletion{which} unless the fork still needs these lines; "
                 "then keep ours and adapt it", "theirs")
     if rule == "add/add":
+        keep = refs.get("keep")
+        if keep in ("ours", "theirs") and keep in choices:
+            whose, stub = (("upstream's", "the fork's") if keep == "theirs"
+                           else ("the fork's", "upstream's"))
+            return (f"take {whose} whole version ({keep}), which keeps {_referring(refs, '')} "
+                    f"working: {stub} is a stub", keep)
         ours, theirs = (line_count(item.get(k) or "") for k in ("ours", "theirs"))
         return (f"keep one whole version, the fork's ({_n_lines(ours)}) or upstream's "
                 f"({_n_lines(theirs)}): `/sync resolve {item.get('path')} ours` (or `theirs`)",
@@ -228,14 +234,14 @@ def recommend(item: Json) -> tuple[str, str | None]:
             f"version (the fork changed {_n_lines(fork)}; {shown})", None)
 
 
-def _referring(refs: Json) -> str:
+def _referring(refs: Json, still: str = "still ") -> str:
     """``the 2 files that still refer to it``: the files an item's ``refs`` counts (the
     reason names them), or ``the files that still refer to it (at least 2)``."""
     n = int(refs.get("files") or 0)
     if not refs.get("complete", True):
-        return f"the files that still refer to it (at least {n})"
-    return "the file that still refers to it" if n == 1 else \
-        f"the {n} files that still refer to it"
+        return f"the files that {still}refer to it (at least {n})"
+    return f"the file that {still}refers to it" if n == 1 else \
+        f"the {n} files that {still}refer to it"
 
 
 CLASH = "both replaced"  # how a recommendation over a clash (``wordiff.clash``) begins
