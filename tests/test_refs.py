@@ -211,6 +211,18 @@ def test_the_grep_reads_a_bounded_output(tmp_path: Path, monkeypatch: pytest.Mon
     assert list(find_refs(git2, tree2, ["x.sh", "y.sh"])) == ["x.sh"]
 
 
+def test_a_pages_bare_name_is_read_in_doc_pages_only(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # "usage" is a word of every command-line module: as a bare name it is a link only in a
+    # doc page, and only doc pages are searched for it, so code cannot fill the output.
+    files = {"docs/usage.md": "# Usage\n", "docs/index.rst": ".. toctree::\n\n   usage\n",
+             **{f"src/cli{i:02}.py": "parser.print_usage()  # usage\n" * 20 for i in range(20)}}
+    git, tree = _repo(tmp_path, files)
+    monkeypatch.setattr(refs_module, "OUTPUT_LIMIT", 1000)
+    found = find_refs(git, tree, ["docs/usage.md"])["docs/usage.md"]
+    assert found.complete and found.lines == {"docs/index.rst": (3,)}
+
+
 def test_a_partial_clone_is_searched_as_far_as_it_goes(tmp_path: Path) -> None:
     git, tree = _repo(tmp_path, {"a.md": "# A\n", "README.md": "[A](a.md)\n"})
     # A tree whose other referrer's blob is absent, as in the App's partial clones.

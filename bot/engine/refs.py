@@ -3,8 +3,8 @@
 A whole-file item asks whether a deletion stands (one side deleted a file the other
 changed), and an add/add asks which of two new versions to keep; both are answered better
 knowing what on the branch still uses the file. One ``git grep`` over the merged tree, with
-fixed strings, finds the candidate lines for every path of a sync at once, and each line is
-checked here for a real reference:
+fixed strings, finds the candidate lines for every path of a sync at once (a second one
+reads the doc pages, see below), and each line is checked here for a real reference:
 
 - the path itself: from the root (``docs/en/a.md``, ``${ROOT}/docs/en/a.md``), relative
   to the referring file (``./a.md``, ``../en/a.md``, ``${SCRIPT_DIR}/models/a.sh``), or at
@@ -14,10 +14,12 @@ checked here for a real reference:
 - a Python module by its dotted name (``import a.b.c``, ``from a.b.c import x``, the
   string ``"a.b.c.requests.get"``) or from its package (``from a.b import c``).
 
-Relative imports and import lists split over lines are not followed. The output read is
-bounded (``OUTPUT_LIMIT``), and so are the paths one sync searches (``TARGETS_MOST``); a cut
-output, or a blob the repository lacks (a partial clone: git grep skips it and says so),
-makes what was found a lower bound (``Refs.complete`` is False), said as "at least".
+The bare names of doc pages are searched in doc pages only (a second git grep, over those),
+where they are links, not words of code. Relative imports and import lists split over lines
+are not followed. The output read is bounded (``OUTPUT_LIMIT`` per grep), and so are the
+paths one sync searches (``TARGETS_MOST``); a cut output, or a blob the repository lacks (a
+partial clone: git grep skips it and says so), makes what was found a lower bound
+(``Refs.complete`` is False), said as "at least".
 """
 
 from __future__ import annotations
@@ -102,11 +104,13 @@ class _Target:
     def __init__(self, path: str) -> None:
         p = PurePosixPath(path)
         self.path = path
-        self.here = posixpath.dirname(path)
         self.name = p.name
         self.doc = p.suffix.lower() in DOC_SUFFIXES
         self.stem = p.stem
-        self.needles = {self.stem if self.doc and self.stem else self.name}
+        # Searched in every file; a doc page's bare name only in doc pages, where it is a
+        # link, not a word of code ("usage", "index").
+        self.needles = {self.name}
+        self.doc_needles = {self.stem} if self.doc and self.stem else set()
         self.module: re.Pattern[str] | None = None  # its dotted name, where it is used
         self.package: tuple[re.Pattern[str], str] | None = None  # from <package> import <leaf>
         self.imports: re.Pattern[str] | None = None  # from <module> import <names>
@@ -181,34 +185,48 @@ def _imported(names: str) -> set[str]:
 
 def find_refs(git: Git, tree: str, targets: Iterable[str], *,
               skip: Collection[str] = ()) -> dict[str, Refs]:
-    """The references in ``tree`` to each of ``targets`` (the first ``TARGETS_MOST``), by one
-    ``git grep``; a path no file refers to is left out. A file never refers to itself, and
-    the files of ``skip`` (say, those the sync's proposals delete) are not read as referring."""
+    """The references in ``tree`` to each of ``targets`` (the first ``TARGETS_MOST``); a
+    path no file refers to is left out. One ``git grep`` over every file, and a second over
+    the doc pages for the pages' bare names where a target is one. A file never refers to
+    itself, and the files of ``skip`` (say, those the sync's proposals delete) are not read
+    as referring."""
     wanted = [_Target(t) for t in dict.fromkeys(targets)][:TARGETS_MOST]
     if not wanted:
         return {}
-    needles = sorted({n for t in wanted for n in t.needles})
-    args = ["grep", "-I", "-n", "-z", "-F", "--no-color"]
-    for needle in needles:
-        args += ["-e", needle]
-    head = git.run_head(*args, tree, "--", limit=OUTPUT_LIMIT, ok_codes=(0, 1))
-    # git grep names each blob it could not read (a partial clone lacks it) and goes on.
-    complete = not head.cut and not head.stderr.strip()
-    lines: dict[str, dict[str, list[int]]] = {t.path: {} for t in wanted}
+    everywhere, whole = _grep(git, tree, {n for t in wanted for n in t.needles}, ())
+    in_docs, docs_whole = _grep(git, tree, {n for t in wanted for n in t.doc_needles},
+                                [f"*{suffix}" for suffix in sorted(DOC_SUFFIXES)])
+    found: dict[str, dict[str, set[int]]] = {t.path: {} for t in wanted}
     names: dict[str, set[str]] = {t.path: set() for t in wanted}
     excluded = set(skip)
-    for path, number, text in _parse(head.stdout, tree):
+    for path, number, text in [*_parse(everywhere, tree), *_parse(in_docs, tree)]:
         if path in excluded:
             continue
         for t in wanted:
-            if path == t.path or not any(n in text for n in t.needles):
+            if path == t.path or not any(n in text for n in t.needles | t.doc_needles):
                 continue
             if t.refers(path, text):
-                lines[t.path].setdefault(path, []).append(number)
+                found[t.path].setdefault(path, set()).add(number)
                 names[t.path].update(t.names(path, text))
-    return {t.path: Refs(t.path, {p: tuple(ns) for p, ns in lines[t.path].items()},
-                         tuple(sorted(names[t.path])), complete)
-            for t in wanted if lines[t.path]}
+    return {t.path: Refs(t.path, {p: tuple(sorted(ns)) for p, ns in found[t.path].items()},
+                         tuple(sorted(names[t.path])),
+                         whole and (docs_whole or not t.doc_needles))
+            for t in wanted if found[t.path]}
+
+
+def _grep(git: Git, tree: str, needles: set[str], pathspecs: Iterable[str]
+          ) -> tuple[bytes, bool]:
+    """The lines of ``tree``'s files (those of ``pathspecs``, or all) that hold one of
+    ``needles``, as ``git grep -z -n`` prints them, up to ``OUTPUT_LIMIT`` bytes; and
+    whether that is all of them (False: cut, or some blob could not be read)."""
+    if not needles:
+        return b"", True
+    args = ["grep", "-I", "-n", "-z", "-F", "--no-color"]
+    for needle in sorted(needles):
+        args += ["-e", needle]
+    head = git.run_head(*args, tree, "--", *pathspecs, limit=OUTPUT_LIMIT, ok_codes=(0, 1))
+    # git grep names each blob it could not read (a partial clone lacks it) and goes on.
+    return head.stdout, not head.cut and not head.stderr.strip()
 
 
 def _parse(out: bytes, tree: str) -> Iterator[tuple[str, int, str]]:
