@@ -11,6 +11,7 @@ from bot.engine.mergetalk import describe
 from bot.engine.model import Plan
 from bot.engine.pipeline import plan
 from tests.factory import PLAIN_CONFIG, Scenario, Symlink
+from tests.partial import partial_plan
 
 FLAG_CONFIG = PLAIN_CONFIG + (
     "flags:\n  - {pattern: '--sglang-enable-metrics', say: 'no vLLM equivalent'}\n")
@@ -107,9 +108,40 @@ def test_a_flag_quotes_the_line_as_the_fork_holds_it_and_offers_every_choice(
     merged = "ARGS.append('--vllm-enable-metrics')"
     assert item.theirs == merged + "\n"
     assert item.question is not None
-    assert item.question.startswith(f"Upstream added `{merged}` (upstream wrote "
-                                     "`ARGS.append('--sglang-enable-metrics')`): no vLLM "
-                                     "equivalent.")
+    assert item.question.startswith("Upstream added `ARGS.append('--sglang-enable-metrics')` "
+                                     f"(here `{merged}`) at L2: no vLLM equivalent.")
     assert "adapt" in item.question and item.choices == list(FLAG_CHOICES)
     assert item.choices == ["keep", "adapt", "drop"]
     assert item.start_line == 2  # anchored on the translated line in the merged file
+
+
+EP_CONFIG = PLAIN_CONFIG + (
+    "flags:\n  - {pattern: '--sglang-(ep-size|speculative-)', say: 'no vLLM equivalent'}\n")
+
+
+def test_a_flag_names_how_the_fork_spells_the_option_the_same_on_partial_clones(
+        tmp_path: Path) -> None:
+    # slime #2093 in vime: the `*.md` prose rule writes `--vLLM-ep-size` into the new docs,
+    # while the fork's scripts, which the window also changes, pass `--vllm-ep-size`.
+    s = Scenario(tmp_path / "repos", config=EP_CONFIG, skeleton=False)
+    script = "python train.py \\\n   --sglang-ep-size 8 \\\n   --lr 1e-5\n"
+    s.upstream_pr(1, "Start", files={"scripts/run-a.sh": script, "scripts/run-b.sh": script,
+                                     "scripts/other.sh": "echo --sglang-ep-size\n"})
+    s.sync_fork()
+    s.upstream_pr(2, "GLM-5.2", files={
+        "scripts/run-a.sh": script.replace("1e-5", "2e-5"),
+        "scripts/run-b.sh": script.replace("1e-5", "3e-5"),
+        "docs/en/glm.md": "# GLM\n\n```bash\n   --sglang-ep-size 64\n```\n"})
+    p = _plan(s, tmp_path)
+    (item,) = [i for i in p.items if i.kind.value == "flag"]
+    assert item.path == "docs/en/glm.md" and item.start_line == 4
+    # Searched: the fork's run-a.sh and run-b.sh, the files upstream changed (other.sh, which
+    # the window leaves alone, is not read).
+    assert item.question == (
+        "Upstream added `--sglang-ep-size 64` (here `--vLLM-ep-size 64`) at L4: no vLLM "
+        "equivalent. But the fork spells it `--vllm-ep-size` (2 of the files upstream "
+        "changed, e.g. `scripts/run-a.sh` L2). Change it to the fork's spelling?")
+    assert item.flagged is not None and item.flagged["searched"] == 2
+    # The App plans on partial clones: the search reads only blobs a plan reads anyway.
+    partial = partial_plan(s.fork_dir, s.upstream_dir, tmp_path / "partial").plan
+    assert partial.to_json() == p.to_json()

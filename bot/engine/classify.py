@@ -8,12 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bot.engine import configwarn
-from bot.engine.config import Config
-from bot.engine.flags import Hit, add_flag_items
+from bot.engine import configwarn, spelling
+from bot.engine.config import CONFIG_PATH, Config, Flag
+from bot.engine.flags import Hit, add_flag_items, fork_use
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, CatFile, Git, TreeWriter
 from bot.engine.itemprs import ItemPRs
-from bot.engine.learn import Learned
+from bot.engine.learn import LEARNED_PATH, Learned
 from bot.engine.manual import MANUAL_NOTE, UNCHANGED_NOTE, manual_item
 from bot.engine.markers import MARKER_SIZE, find_marker_regions_in_lines, split_lines
 from bot.engine.merge import (
@@ -27,6 +27,7 @@ from bot.engine.mergetalk import describe
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
 from bot.engine.refs import Refs, deletion_note, find_refs, stub_note, stub_side
 from bot.engine.share import file_changes
+from bot.engine.spelling import option_at
 from bot.engine.suggest import propose_region, propose_whole_file
 from bot.engine.text import decode
 from bot.engine.translate import Translator
@@ -191,7 +192,7 @@ class Classifier:
             if r.status is Status.CONFLICT and not r.review_items:
                 r.review_items = self._conflict_items(r, final)
         if self.config.flags:
-            self._flag_items(results, final)
+            self._flag_items(paths, results, final)
         self.item_prs.attach(results, history, {p.upstream for p in likely},
                              {p.fork: (p.upstream, p.upstream_old) for p in paths})
         n = 0
@@ -471,7 +472,8 @@ class Classifier:
             old.splitlines(keepends=True), new.splitlines(keepends=True),
             fromfile=f"a/{p.fork_old or p.fork}", tofile=f"b/{p.fork}"))
 
-    def _flag_items(self, results: list[FileResult], final: TreeIndex) -> None:
+    def _flag_items(self, paths: list[_Path], results: list[FileResult],
+                    final: TreeIndex) -> None:
         by_path = {r.upstream_path: r for r in results}
         changes = [ch for ch in self.o.changes if ch.new is not None and ch.new_path is not None
                    and ch.new.mode not in (MODE_GITLINK, MODE_SYMLINK)
@@ -481,6 +483,7 @@ class Classifier:
                        if e is not None and e.mode not in (MODE_GITLINK, MODE_SYMLINK)})
         blobs = {oid: decode(data) for oid, (_, data) in
                  zip(oids, self.cat.read_many(oids), strict=True)}
+        found: list[tuple[FileResult, list[Hit]]] = []
         for ch in changes:
             assert ch.new is not None and ch.new_path is not None
             new = blobs.get(ch.new.oid)
@@ -501,8 +504,42 @@ class Classifier:
                     # The file holds the translated line: find and quote that.
                     translated = self.tr.text(line, ch.new_path).rstrip("\n")
                     hits.append(Hit(flag, line, translated,
-                                    _find_line(merged_lines, translated.strip())))
-            add_flag_items(r.review_items, r.path, r.upstream_path, hits)
+                                    _find_line(merged_lines, translated.strip()),
+                                    self._option(flag, line, translated, ch.new_path)))
+            found.append((r, hits))
+        # How the fork writes the options the flagged lines name: one search of fork
+        # main's versions of the window's files (a plan reads them anyway).
+        options = {h.option for _, hits in found for h in hits if h.option is not None}
+        search = spelling.search(self._fork_texts(paths), options) if options else None
+        for r, hits in found:
+            if search is not None:
+                hits = [replace(h, fork=fork_use(search.uses(h.option), h.option, r.path))
+                        if h.option is not None else h for h in hits]
+            add_flag_items(r.review_items, r.path, r.upstream_path, hits,
+                           searched=search.files if search is not None else 0)
+
+    def _fork_texts(self, paths: list[_Path]) -> list[tuple[str, str]]:
+        """Fork main's text files at the window's paths (not the fork's own config)."""
+        wanted = sorted({q for p in paths for q in (p.fork, p.fork_old)
+                         if q is not None and q not in (CONFIG_PATH, LEARNED_PATH)})
+        entries = [(q, e) for q in wanted if (e := self.ours.get(q)) is not None
+                   and not e.is_tree and e.mode not in (MODE_GITLINK, MODE_SYMLINK)]
+        oids = sorted({e.oid for _, e in entries})
+        texts = {oid: decode(d) for oid, (_, d) in
+                 zip(oids, self.cat.read_many(oids), strict=True)}
+        return [(q, t) for q, e in entries if (t := texts[e.oid]) is not None]
+
+    def _option(self, flag: Flag, line: str, translated: str, upstream_path: str) -> str | None:
+        """The command-line option of a flagged line, as the fork's file writes it: the
+        option the flag matched in upstream's line, translated, found in ``translated``."""
+        span = flag.span(line)
+        upstream = option_at(line, *span) if span is not None else None
+        if upstream is None:
+            return None
+        ours = self.tr.text(upstream, upstream_path)
+        at = translated.lower().find(ours.lower())
+        written = translated[at:at + len(ours)] if at >= 0 else None
+        return written if written is not None and spelling.OPTION.fullmatch(written) else None
 
     def _is_manual(self, fork_path: str) -> bool:
         policy = self.config.policy_for(fork_path)

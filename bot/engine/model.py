@@ -114,6 +114,10 @@ class ReviewItem:
     # {"files": how many, "complete": False where that is a lower bound, and for an
     # add/add "keep": the side that keeps them working}. The reason names them.
     refs: dict[str, Any] | None = None
+    # Flag items: their lines, each with how fork main writes its option
+    # (``bot.engine.flags``): {"searched": fork files searched, "answer", "lines":
+    # [{"line", "text", "upstream", "option", "fork", "proposed"}]}.
+    flagged: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -137,6 +141,7 @@ class ReviewItem:
             **({"learned": self.learned} if self.learned else {}),
             **({"twins": self.twins} if self.twins else {}),
             **({"refs": self.refs} if self.refs else {}),
+            **({"flagged": self.flagged} if self.flagged is not None else {}),
         }
 
 

@@ -126,8 +126,13 @@ class Flag:
 
     def matches(self, line: str) -> bool:
         """Search `line` under `FLAG_TIMEOUT`; prefer this over `regex.search` for that reason."""
+        return self.span(line) is not None
+
+    def span(self, line: str) -> tuple[int, int] | None:
+        """Where the pattern first matches in `line` (under `FLAG_TIMEOUT`), or None."""
         try:
-            return self.regex.search(line, timeout=FLAG_TIMEOUT) is not None  # type: ignore[call-arg]
+            m = self.regex.search(line, timeout=FLAG_TIMEOUT)  # type: ignore[call-arg]
+            return m.span() if m is not None else None
         except TimeoutError:
             raise FlagTimeoutError(
                 f"flag pattern {self.pattern!r} took over {FLAG_TIMEOUT}s on one line; "

@@ -7,7 +7,9 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
+from bot.engine.flags import SEARCHED, where_used
 from bot.engine.follow import EVIDENCE, TWIN, TWIN_EVIDENCE, TWIN_FIGURE, FollowUp
+from bot.engine.report.body import code_span
 from bot.engine.report.figures import brief_reasons
 from bot.engine.report.groups import (
     drops_fork,
@@ -106,6 +108,36 @@ def _sides(item: Json, budget: int, url: str | None) -> str:
         return "\n\n".join(parts)
     return "\n\n".join(["<details><summary>what each side changed</summary>", *parts,
                          "</details>"])
+
+
+def _flag_lines(flagged: Json, budget: int) -> str:
+    """Each flagged line: where it is, the fork's spelling proposed for it, and how fork
+    main writes its option (``flags.py`` searched it); cut to ``budget`` characters."""
+    searched = int(flagged.get("searched") or 0)
+    lines = list(flagged.get("lines") or [])
+    out: list[str] = []
+    for k, ln in enumerate(lines):
+        where = f"L{ln['line']}" if ln.get("line") is not None else "(not found in the file)"
+        text = code_span(str(ln["text"]).strip())
+        if ln.get("proposed"):
+            text += f" → {code_span(str(ln['proposed']).strip())}"
+        fork, note = ln.get("fork"), ""
+        if searched and ln.get("option"):
+            if fork is None:
+                note = f": in none of {SEARCHED}"
+            else:
+                note = (": as the fork writes it" if fork["spelling"] == ln["option"]
+                        else ": the fork's spelling") + f" ({where_used(fork)})"
+        entry = f"- {where} {text}{note}"
+        if budget - len(entry) < 0 and out:
+            out.append(f"- … and {len(lines) - k} more")
+            break
+        budget -= len(entry) + 1
+        out.append(entry)
+    text = "\n".join(out)
+    if searched:
+        text += f"\n\nSearched: fork main's versions of {SEARCHED} in this window ({searched})."
+    return text
 
 
 def _answer_line(item: Json) -> str:
@@ -248,6 +280,8 @@ def _item_block(item: Json, plan: Json | None, *, anchored: bool, side_budget: i
     if item.get("kind") == "conflict":
         if copy is None:
             out.append(_sides(item, side_budget, url))
+    elif item.get("kind") == "flag" and item.get("flagged"):
+        out.append(_flag_lines(item["flagged"], side_budget * 3))
     elif item.get("theirs"):
         text, note = cut_side(item["theirs"], side_budget * 3, url, "upstream's diff")
         out.append(fence(text, "diff" if item.get("kind") == "manual" else ""))

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.engine.flags import SEARCHED, line_list
 from bot.engine.follow import file_follow
 from bot.engine.manual import applies_as_is
 from bot.engine.report.limits import one_line
@@ -138,6 +139,30 @@ def drops_fork(item: Json) -> bool:
             and item.get("rule") not in THEIRS_HOLDS_FORK)
 
 
+def _flag_answer(item: Json) -> tuple[str, str | None]:
+    """A flag's answer, from how fork main writes the flagged options (``flagged``)."""
+    flagged = item.get("flagged") or {}
+    one = len(flagged.get("lines") or []) == 1 if flagged else \
+        line_count(item.get("theirs") or "") <= 1
+    answer = flagged.get("answer")
+    if answer == "keep":
+        return ("keep " + ("it: the fork already uses this option" if one else
+                           "them: the fork already uses these options") + " as written"), "keep"
+    if answer == "adapt":
+        return ("change " + ("it" if one else "them") + " to the fork's spelling, then "
+                "answer `adapt`"), "adapt"
+    lines = flagged.get("lines") or []
+    lacking = [ln.get("line") for ln in lines if ln.get("fork") is None]
+    if flagged.get("searched") and None not in lacking and 0 < len(lacking) < len(lines) \
+            and all(ln.get("option") for ln in lines):
+        nums = line_list([int(n) for n in lacking if n is not None])
+        whose = "its option is" if len(lacking) == 1 else "their options are"
+        return (f"keep, adapt or drop {nums}: {whose} in none of {SEARCHED}; the fork has "
+                "the other lines' options"), None
+    return ("check " + ("the flagged line has" if one else "the flagged lines have")
+            + " a fork equivalent; keep, adapt or drop " + ("it" if one else "them")), None
+
+
 def recommend(item: Json) -> tuple[str, str | None]:
     """What we recommend for one item, and the answer that does it (None: by hand).
 
@@ -189,7 +214,7 @@ def recommend(item: Json) -> tuple[str, str | None]:
         return (f"port {_change_of(prs)} to the fork's version by hand, then answer "
                 "`done`", "done")
     if kind == "flag":
-        return "check the flagged line has a fork equivalent; keep, adapt or drop it", None
+        return _flag_answer(item)
     if item.get("suggestion") is not None:
         choice = "suggested" if not choices or "suggested" in choices else None
         # A Decide's suggestion is a starting point, not a promise.

@@ -49,7 +49,10 @@ _NEEDS = [
     ("drops fork", "{n} hunk{s} in upstream's files where upstream's version is proposed "
      "(the fork's edit there is dropped, as people usually do in such files)"),
     ("proposal", "{n} proposal{s} to confirm"),
-    ("flag", "{n} flagged line{s} to keep, adapt or drop"),
+    ("flag keep", "{n} flag question{s} whose options the fork already uses as written"),
+    ("flag adapt", "{n} flag question{s} whose options the fork spells otherwise: change the "
+     "lines to its spelling, then answer `adapt`"),
+    ("flag", "{n} flag question{s}: keep, adapt or drop the flagged lines"),
 ]
 
 
@@ -63,7 +66,10 @@ def _need(item: Json) -> str:
             return f"file {'propose' if item.get('tier') == 'Decide' else 'confirm'} {choice}"
     if kind == "manual" and applies_as_is(item):
         return "manual theirs"
-    if kind in ("file", "manual", "flag"):
+    if kind == "flag":
+        answer = recommend(item)[1]
+        return f"flag {answer}" if answer in ("keep", "adapt") else "flag"
+    if kind in ("file", "manual"):
         return str(kind)
     if item.get("rule") == "add/add":
         return "add/add"
@@ -117,6 +123,9 @@ def workload_rows(items: list[Json], one_click: Collection[str] | None = None
 def _phrase(key: str, text: str, ids: list[str]) -> str:
     """One row's phrase: the need with its count, and how its items are answered."""
     phrase = text.format(n=len(ids), s="s" if len(ids) != 1 else "") + _how(key, ids)
+    if key == "flag keep":
+        phrase += (f": keep {'it' if len(ids) == 1 else 'them'}, "
+                   f"`/sync answer {id_ranges(ids)} keep`")
     if key.startswith(("file confirm", "file propose", "manual theirs", "moved")):
         many = len(ids) > 1
         does = (f"confirms {'all' if many else 'it'}" if key.startswith("file confirm")
