@@ -1,8 +1,9 @@
 """Config warnings: rules that do something the user probably did not mean. Pure.
 
 Each warning is a JSON object for the report's ``warnings[]``: ``kind``, ``message``, and
-``path`` (a fork path) or ``key`` (the config key) where it applies. They are shown by
-``forksync plan``, in the PR body and as check-run annotations; they never fail a sync.
+``path`` (a fork path) or ``key`` (the config key) where it applies, with ``line``, the
+line of that key in the fork's config file, where known. They are shown by ``forksync
+plan``, in the PR body and as check-run annotations; they never fail a sync.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from bot.engine.config import Config
+from bot.engine.config import CONFIG_PATH, Config
 from bot.engine.translate import Translator
 
 Warning_ = dict[str, Any]
@@ -48,6 +49,7 @@ def rule_warnings(config: Config, translator: Translator) -> list[Warning_]:
             if scoped != general:
                 out.append({
                     "kind": "prose-rule", "key": f"translate.replace[{i}]", "path": None,
+                    **_where(config, rule.line),
                     "message": f"the prose rule `{rule.from_}` → `{rule.to}` (files: "
                                f"{', '.join(rule.files)}) also rewrites a {what}: `{text}` "
                                f"becomes `{scoped}`, where code says `{general}`; add a "
@@ -59,10 +61,16 @@ def rule_warnings(config: Config, translator: Translator) -> list[Warning_]:
         if named:
             out.append({
                 "kind": "flag-never-matches", "key": f"flags[{i}]", "path": None,
+                **_where(config, flag.line),
                 "message": f"the flag pattern `{flag.pattern}` names `{named[0]}`, a word only "
                            "the translation writes; flags are matched against upstream's "
                            "added lines before translation, so it can never match"})
     return out
+
+
+def _where(config: Config, line: int | None) -> dict[str, Any]:
+    """A rule's line in the config file, when the config is the fork's own file."""
+    return {"line": line} if line and config.source == CONFIG_PATH else {}
 
 
 def path_warning(kind: str, fork_path: str, upstream_path: str, translated: str,

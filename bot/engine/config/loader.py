@@ -11,7 +11,7 @@ import re
 import regex as _regex  # type: ignore[import-untyped]  # mrab-regex ships no stubs
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from bot.engine.config.nodes import NodeReader, compose, did_you_mean, given
+from bot.engine.config.nodes import NodeReader, compose, did_you_mean, given, node_line
 from bot.engine.config.regexes import scoped_source
 from bot.engine.config.types import (
     ACTIONS,
@@ -231,7 +231,7 @@ def _rule(r: NodeReader, node: Node, key: str) -> Rule:
         r.regex(m["from"], f"{key}.from", from_)
         r.template(m["to"], f"{key}.to", from_, to)
     files = r.globs(m["files"], f"{key}.files", nonempty=True) if "files" in m else ()
-    return Rule(from_, to, is_regex, word, files)
+    return Rule(from_, to, is_regex, word, files, line=node_line(node))
 
 
 def _policy(r: NodeReader, node: Node, key: str) -> Policy:
@@ -253,4 +253,4 @@ def _flag(r: NodeReader, node: Node, key: str) -> Flag:
     m = r.mapping(node, key, _FLAG_KEYS, required=("pattern", "say"))
     pattern = r.regex(m["pattern"], f"{key}.pattern", r.string(m["pattern"], f"{key}.pattern"))
     say = r.string(m["say"], f"{key}.say", nonempty=True)
-    return Flag(pattern, say, _regex.compile(scoped_source(pattern)))
+    return Flag(pattern, say, _regex.compile(scoped_source(pattern)), line=node_line(node))

@@ -25,9 +25,11 @@ _TAGS = {
 }
 
 
-def _line(node: Node) -> int | None:
+def node_line(node: Node) -> int | None:
+    """The 1-based line where ``node`` starts in the YAML text, if known."""
     mark = node.start_mark
     return mark.line + 1 if mark is not None else None
+
 
 
 def _describe(node: Node) -> str:
@@ -61,7 +63,8 @@ class NodeReader:
         self.source = source
 
     def fail(self, node: Node | None, key: str, expected: str) -> ConfigError:
-        return ConfigError(self.source, _line(node) if node is not None else None, key, expected)
+        return ConfigError(self.source, node_line(node) if node is not None else None, key,
+                           expected)
 
     def mapping(
         self, node: Node, key: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()

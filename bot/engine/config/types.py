@@ -55,6 +55,8 @@ class Rule:
     regex: bool = False
     word: bool = False
     files: tuple[str, ...] = ()
+    # Where the rule is written in the config file (1-based), for warnings; None if unknown.
+    line: int | None = field(default=None, compare=False)
     _files_match: Callable[[str], bool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -123,6 +125,7 @@ class Flag:
     pattern: str
     say: str
     regex: PatternLike = field(compare=False)
+    line: int | None = field(default=None, compare=False)  # in the config file, for warnings
 
     def matches(self, line: str) -> bool:
         """Search `line` under `FLAG_TIMEOUT`; prefer this over `regex.search` for that reason."""
