@@ -40,6 +40,7 @@ class Classified:
     files: list[FileResult]
     merged_tree: str  # after path policies
     warnings: list[dict[str, object]] = field(default_factory=list)  # configwarn.py
+    rule_warnings: list[dict[str, object]] = field(default_factory=list)  # the config's rules
 
 
 @dataclass
@@ -201,7 +202,40 @@ class Classifier:
                 n += 1
                 item.id = f"Q{n}"
         mark_twins([i for r in results for i in r.review_items])
-        return Classified(results, tree, self._warnings(paths, results))
+        return Classified(results, tree, self._warnings(paths, results),
+                          self._rule_warnings(results, final))
+
+    def _rule_warnings(self, results: list[FileResult],
+                       final: TreeIndex) -> list[dict[str, object]]:
+        """The config's rules: prose rules that rewrote code in the lines upstream added to
+        the files commit 1 takes from upstream (``configwarn.prose_rewrites``), and flags."""
+        rules = [r for r in self.config.translate.replace if r.files and not r.regex]
+        by_path = {r.upstream_path: r for r in results
+                   if r.status is not Status.SKIPPED and r.policy in (None, "theirs")}
+        changes = [ch for ch in self.o.changes if ch.new is not None and ch.new_path is not None
+                   and ch.new.mode not in (MODE_GITLINK, MODE_SYMLINK)
+                   and ch.new_path in by_path and any(r.applies_to(ch.new_path) for r in rules)]
+        oids = sorted({e.oid for ch in changes for e in (ch.old, ch.new)
+                       if e is not None and e.mode not in (MODE_GITLINK, MODE_SYMLINK)})
+        blobs = {oid: decode(data) for oid, (_, data) in
+                 zip(oids, self.cat.read_many(oids), strict=True)}
+        rewrites: list[configwarn.Rewrite] = []
+        for ch in changes:
+            assert ch.new is not None and ch.new_path is not None
+            new = blobs.get(ch.new.oid)
+            if not new:
+                continue
+            old = (blobs.get(ch.old.oid) if ch.old is not None else None) or ""
+            rewrites += configwarn.prose_rewrites(self.config, self.tr, ch.new_path,
+                                                  by_path[ch.new_path].path,
+                                                  [ln.rstrip("\n") for ln in
+                                                   _added_lines(old, new)])
+
+        def locate(rw: configwarn.Rewrite) -> int | None:
+            merged = self._read_text(self._entry(final, rw.path)) or ""
+            return _find_line([ln.rstrip("\n") for ln in split_lines(merged)], rw.line.strip())
+
+        return configwarn.rule_warnings(self.config, self.tr, rewrites, locate)
 
     def _ref_targets(self, results: list[FileResult]) -> tuple[list[str], list[str]]:
         """The paths whose items say which files of commit 1 still refer to them: those one

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from bot.engine.classify import Classifier
 from bot.engine.config import CONFIG_PATH, Config, load_config, load_config_file
-from bot.engine.configwarn import rule_warnings
 from bot.engine.git import CatFile, Git, TreeWriter, reading
 from bot.engine.learn import LEARNED_PATH, Learned
 from bot.engine.learn import load_from as load_learned
@@ -294,7 +293,7 @@ def _plan(fork: str, upstream: str, *, from_rev: str | None, to_rev: str | None,
         merged_tree=classified.merged_tree, work_git_dir=work.git_dir, fork_branch=fork_branch,
         messages=[m.text for m in outcome.messages if m.kind.startswith("CONFLICT")],
         tip_source="head" if at_head or not to_rev else to_rev.strip(),
-        warnings=rule_warnings(cfg, translator) + classified.warnings + stale,
+        warnings=classified.rule_warnings + classified.warnings + stale,
         translated=cfg.translate.renames,
     )
     return p, fork_git
