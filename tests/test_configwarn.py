@@ -20,6 +20,7 @@ RULE_LINE = EXAMPLE_CONFIG.splitlines().index(
 GLM_MD = ["   --sglang-ep-size 64", "--sglang-speculative-algorithm EAGLE",
           "Use SGLang for rollout; see the sglang docs.",
           "| PD disaggregation | [SGLang Config](sglang-config.md) |",
+          "Prefer [SGLang Config](sglang-config.md#3-multi-model-serving).",
           "python -m sglang.launch_server --port 10090", "import sglang.srt.utils"]
 
 
@@ -48,9 +49,11 @@ def test_a_prose_rule_is_warned_of_by_what_it_did_in_this_window() -> None:
         ("command-line flags", "--sglang-speculative-algorithm",
          "--vLLM-speculative-algorithm", "--vllm-speculative-algorithm", 1),
         ("file names", "sglang-config.md", "vLLM-config.md", "vllm-config.md", 3),
-        ("module paths", "sglang.launch_server", "vLLM.launch_server", "vllm.launch_server", 4)]
+        ("file names", "sglang-config.md#3-multi-model-serving",
+         "vLLM-config.md#3-multi-model-serving", "vllm-config.md#3-multi-model-serving", 4),
+        ("module paths", "sglang.launch_server", "vLLM.launch_server", "vllm.launch_server", 5)]
     assert prose_rewrites(CONFIG, TR, "slime/x.py", "vime/x.py", GLM_MD) == []
-    warnings = rule_warnings(CONFIG, TR, rewrites, lambda r: {0: 154, 4: 25}.get(r.at))
+    warnings = rule_warnings(CONFIG, TR, rewrites, lambda r: {0: 154, 5: 25}.get(r.at))
     assert [w["message"] for w in warnings] == [
         "the prose rule `sglang` → `vLLM` (files: *.md) rewrote command-line flags on 2 lines "
         "upstream added in this window, e.g. `--sglang-ep-size` became `--vLLM-ep-size` "
@@ -60,7 +63,7 @@ def test_a_prose_rule_is_warned_of_by_what_it_did_in_this_window() -> None:
         "upstream added in this window, e.g. `sglang.launch_server` became "
         "`vLLM.launch_server` (`docs/en/glm.md` L25), where code says `vllm.launch_server`; "
         "add a `keep` entry or a lookaround so code stays as code says",
-        "the prose rule `sglang` → `vLLM` (files: *.md) rewrote file names on 1 line upstream "
+        "the prose rule `sglang` → `vLLM` (files: *.md) rewrote file names on 2 lines upstream "
         "added in this window, e.g. `sglang-config.md` became `vLLM-config.md` "
         "(`docs/en/glm.md`), where code says `vllm-config.md`; add a `keep` entry or a "
         "lookaround so code stays as code says"]

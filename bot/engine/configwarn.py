@@ -31,7 +31,7 @@ _PATCH = re.compile(r"\.(patch|diff)$")
 # Code inside a line of prose: a run of the characters flags, paths, modules and URLs use.
 _SPAN = re.compile(r"[A-Za-z0-9_./:@%?=&#~+-]+")
 _FILE = re.compile(r"\.(md|rst|txt|py|sh|ya?ml|json|toml|cfg|ini|html?|ipynb|patch|diff|png|"
-                   r"svg|jpe?g)$")
+                   r"svg|jpe?g)([#?].*)?$")  # a link's #anchor or ?query too
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 # The kinds of code a prose rule must leave as code says them, most telling first.
 KINDS = ("command-line flags", "module paths", "URLs", "file names", "identifiers")
