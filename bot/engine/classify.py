@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -208,7 +209,8 @@ class Classifier:
     def _rule_warnings(self, results: list[FileResult],
                        final: TreeIndex) -> list[dict[str, object]]:
         """The config's rules: prose rules that rewrote code in the lines upstream added to
-        the files commit 1 takes from upstream (``configwarn.prose_rewrites``), and flags."""
+        the files commit 1 takes from upstream (``configwarn.prose_rewrites``; the tip's
+        lines beyond the cutoff's, no diff needed), and flags."""
         rules = [r for r in self.config.translate.replace if r.files and not r.regex]
         by_path = {r.upstream_path: r for r in results
                    if r.status is not Status.SKIPPED and r.policy in (None, "theirs")}
@@ -228,8 +230,7 @@ class Classifier:
             old = (blobs.get(ch.old.oid) if ch.old is not None else None) or ""
             rewrites += configwarn.prose_rewrites(self.config, self.tr, ch.new_path,
                                                   by_path[ch.new_path].path,
-                                                  [ln.rstrip("\n") for ln in
-                                                   _added_lines(old, new)])
+                                                  _new_lines(old, new))
 
         def locate(rw: configwarn.Rewrite) -> int | None:
             merged = self._read_text(self._entry(final, rw.path)) or ""
@@ -592,6 +593,19 @@ def _added_lines(old: str, new: str) -> list[str]:
     for tag, _i1, _i2, j1, j2 in sm.get_opcodes():
         if tag in ("insert", "replace"):
             out.extend(new_lines[j1:j2])
+    return out
+
+
+def _new_lines(old: str, new: str) -> list[str]:
+    """The lines of ``new`` beyond those of ``old``, counted as a multiset (a line ``old``
+    has once and ``new`` twice is new once): what upstream added, without a diff."""
+    have = Counter(old.splitlines())
+    out = []
+    for line in new.splitlines():
+        if have[line] > 0:
+            have[line] -= 1
+        else:
+            out.append(line)
     return out
 
 
