@@ -230,3 +230,15 @@ def test_the_fork_is_searched_in_any_case_and_with_dashes_or_underscores() -> No
     assert option_at("  --sglang-speculative-algorithm EAGLE", 2, 23) == \
         "--sglang-speculative-algorithm"
     assert option_at("import sglang.srt", 7, 13) is None
+
+
+def test_a_flagged_line_in_a_conflict_region_says_how_the_fork_writes_its_option() -> None:
+    items = [conflict(Tier.CONFIRM, 160, 172, "a\n")]
+    add_flag_items(items, "run.sh", "run.sh", [
+        spelled(EP, "  --sglang-ep-size 64\n", "  --vllm-ep-size 64", 168, "--vllm-ep-size",
+                EP_MD)], searched=114)
+    (item,) = items
+    assert item.tier is Tier.DECIDE and item.reason.endswith(
+        "flagged `--sglang-ep-size`: no vLLM equivalent. But the fork already uses it as "
+        "written: `--vllm-ep-size` (3 of the files upstream changed, e.g. "
+        "`scripts/run-glm5-744B-A40B.sh` L110).")
