@@ -313,7 +313,7 @@ def item_from_json(d: dict[str, Any]) -> ReviewItem:
         suggestion=d.get("suggestion"), question=d.get("question"),
         choices=list(d.get("choices", [])), prs=list(d.get("prs", [])),
         sides=d.get("sides"), rule=d.get("rule", ""), learned=d.get("learned", ""),
-        twins=d.get("twins"), refs=d.get("refs"),
+        twins=d.get("twins"), refs=d.get("refs"), flagged=d.get("flagged"),
     )
 
 
