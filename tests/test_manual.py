@@ -111,14 +111,15 @@ def test_a_port_by_hand_is_asked_once_in_each_place(tmp_path: Path) -> None:
     block = item_block(pv.delivery.review["body"], q)
     # Once: the recommendation, with its command; no reason or question that says it again.
     assert block.count("by hand") == 1, block
-    assert (f"Recommended: port the change of #11 and #12 to the fork's version by hand, then answer "
-            f"`done`. `/sync answer {q} done`") in block
+    assert (f"Recommended: port the change of #11 and #12 to the fork's version by hand, then "
+            f"answer `done`. `/sync answer {q} done`") in block
     assert f"Or `/sync answer {q} skip` leaves upstream's change out." in block
     assert "rewritten for the fork" not in block and "Port upstream's change" not in block
     assert "+def stream_rollout(args, prompts):" in block  # the diff to port
     body = pv.pr_body
     assert "Port upstream's change" not in body
-    assert f"- **{q}** `{FORK}`: port by hand\n  - Recommended: port the change of #11 and #12" in body
+    assert (f"- **{q}** `{FORK}`: port by hand\n  - Recommended: port the change of #11 and "
+            "#12") in body
     assert f"- **{q}** `{FORK}` (Decide): port by hand\n" in body  # no thread: a short row
     assert f"- [ ] `{FORK}`: manual policy: port by hand ({q}) · #11, #12" in body
     summary = pv.check["output"]["summary"]
