@@ -8,6 +8,7 @@ the engine itself. GitHub is the one FakeGH from ``conftest.py``.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -475,6 +476,15 @@ def test_validate_answer() -> None:
     assert validate_answer(region, "Q3", "ours") == "ours"
     with pytest.raises(Exception, match="Q3 is settled"):
         validate_answer(region, "Q3", "both")
+    # A port by hand: `theirs` would close it with the file unchanged (free text), so it
+    # is refused; its own answers, and other free text, are taken.
+    port = {"id": "Q4", "tier": "Decide", "kind": "manual", "path": "vime/r.py",
+            "choices": ["done", "skip"]}
+    with pytest.raises(Exception, match=re.escape("`theirs` would not change `vime/r.py`: Q4 "
+                                                  "is a port by hand")):
+        validate_answer(port, "Q4", "theirs")
+    assert validate_answer(port, "Q4", "Done") == "done"
+    assert validate_answer(port, "Q4", "ported in #7") == "ported in #7"
 
 
 # -- resolve --------------------------------------------------------------------------------

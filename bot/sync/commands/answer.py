@@ -214,6 +214,12 @@ def validate_answer(item: dict[str, Any], question: str, choice: str) -> str:
     for known in choices:
         if known.lower() == choice.lower():
             return known
+    if item.get("kind") == "manual" and choice.lower() in ("ours", "theirs", "suggested"):
+        # Recorded as free text, it would close the port with the file unchanged.
+        options = ", ".join(f"`{c}`" for c in choices)
+        raise CommandFailed(f"`{choice}` would not change `{item['path']}`: {item['id']} is a "
+                            f"port by hand (the fork rewrote the file). Port upstream's change, "
+                            f"push, then answer one of {options}.")
     if item.get("kind") != "file" and (item.get("tier") == "Decide" or not choices):
         return choice  # a free-text decision
     options = ", ".join(f"`{c}`" for c in choices)
