@@ -26,6 +26,7 @@ from bot.engine.merge import (
 )
 from bot.engine.mergetalk import describe
 from bot.engine.model import FileResult, ItemKind, ReviewItem, Status, Tier, WindowEntry
+from bot.engine.parsecheck import check_parses
 from bot.engine.refs import Refs, deletion_note, find_refs, stub_note, stub_side
 from bot.engine.share import file_changes
 from bot.engine.spelling import option_at
@@ -470,12 +471,17 @@ class Classifier:
             *(self._read_text(self._entry(tree, r.path))
               for tree in (self.base, self.ours, self.theirs)))
         stub = self._stub_note(r.path) if added_both else None
+        props = []
         for region in regions:
-            base = region.base or ""
             prop = propose_region(lines, region, added_both=added_both, path=r.path,
                                   changed=r.changed)
             if self.learned is not None:
                 prop = self.learned.apply(prop, region.ours, region.theirs, r.path)
+            props.append(prop)
+        # No button commits Python that does not parse where a plain side would.
+        props = check_parses(r.path, lines, regions, props)
+        for region, prop in zip(regions, props, strict=True):
+            base = region.base or ""
             reason, noted = prop.reason, None
             if stub is not None and prop.rule == "add/add":
                 reason, noted = f"{reason.rstrip('.')}. {stub[0]}", stub[1]

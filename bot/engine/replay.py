@@ -23,6 +23,7 @@ from bot.engine.markers import (
     split_lines,
 )
 from bot.engine.model import Changed
+from bot.engine.parsecheck import check_parses, is_python
 from bot.engine.share import file_changes
 from bot.engine.suggest import Proposal, propose_region
 from bot.errors import GitError
@@ -204,6 +205,7 @@ def replay_file(path: str, merged: str, resolved: str, *, added_both: bool,
     committed = split_lines(resolved)
     regions = find_marker_regions_in_lines(lines, size)
     out = FileReplay([])
+    found: list[tuple[int, str]] = []  # the regions found again: index, committed text
     shift = 0  # how far the committed file has moved relative to the merged one so far
     for i, region in enumerate(regions):
         floor = regions[i - 1].end_line if i else 0
@@ -225,7 +227,14 @@ def replay_file(path: str, merged: str, resolved: str, *, added_both: bool,
         if any(has_markers("".join(piece), s) for s in {size, MARKER_SIZE}):
             out.committed_with_markers += 1
             continue
-        prop = propose_region(lines, region, added_both=added_both, path=path,
-                              changed=changed)
-        out.regions.append(Replayed(region, prop, "".join(piece)))
+        found.append((i, "".join(piece)))
+    # The proposals as classify makes them: a Python file's are checked together, every
+    # region's (``bot.engine.parsecheck``); elsewhere only the regions found again.
+    wanted = range(len(regions)) if is_python(path) else [i for i, _ in found]
+    props = {i: propose_region(lines, regions[i], added_both=added_both, path=path,
+                               changed=changed) for i in wanted}
+    if is_python(path):
+        props = dict(enumerate(check_parses(path, lines, regions,
+                                            [props[i] for i in range(len(regions))])))
+    out.regions = [Replayed(regions[i], props[i], text) for i, text in found]
     return out
