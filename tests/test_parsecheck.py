@@ -146,6 +146,18 @@ def test_only_the_region_that_breaks_the_file_loses_its_button(tmp_path: Path) -
     assert "(line 1 of the proposal: unterminated string literal)" in broken.reason
 
 
+def test_two_broken_regions_each_lose_their_button(tmp_path: Path) -> None:
+    # Each region's suggestion breaks the file: judged with the other region as upstream
+    # has it, neither hides the other.
+    other = BASE.replace("call", "ask")
+    gap = "".join(f"X{n} = {n}\n" for n in range(8))
+    merged = merge_file(tmp_path, BASE + gap + other, OURS + gap + OURS.replace("call", "ask"),
+                        THEIRS + gap + THEIRS.replace("call", "ask"))
+    props = proposals(PATH, merged)
+    assert len(props) == 2
+    assert all(p.suggestion is None and SENTENCE in p.reason for p in props)
+
+
 def test_an_error_after_the_region_is_told_by_its_line_in_commit_one(tmp_path: Path) -> None:
     # The fork wraps the call; upstream drops the block it sat in. The fork's added line
     # stays, and the next line of the file no longer lines up.

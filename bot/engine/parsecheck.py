@@ -6,18 +6,19 @@ upstream's deletion of the block they were indented in. A suggestion that is a s
 point is still one click from a commit, so in a Python file (``.py``, ``.pyi``) each
 region's suggestion is checked before it is offered (:func:`check_parses`).
 
-The file is built three ways for each region with a suggestion: that region replaced by
-the suggestion, by theirs, and by ours. Every *other* region is filled the same way in
-all three: by its own suggestion where it has one (what the file becomes once every
-button is clicked), else by theirs. The first variant is then the same file for every
-region (every region holds its suggestion), so a file whose suggestions parse together
-costs one parse. If it does not parse but a side variant does, the region's suggestion
-is withheld: the item becomes a Decide without a suggestion block, its reason says where
-and why the text does not parse, and its choices are the sides that do parse. Its rule
-and its ``candidate`` stay as they were, so the replay still measures what the rule
-would have committed (``Proposal.candidate``). If no variant parses, the file is broken
-anyway (a template, Python 2, syntax newer than this interpreter's): nothing is said and
-nothing changes.
+Nothing is judged while the file with every region replaced by its suggestion (and a
+region without one by theirs: the file once every button is clicked) parses, which is
+one compile for most files. Where it does not, each region with a suggestion is judged
+on its own: the file is built three ways, that region replaced by its suggestion, by
+theirs and by ours, and every *other* region by theirs in all three, so that one
+region's broken suggestion never hides another's (and two suggestions that parse each on
+its own, but not together, keep their buttons). If the suggestion's variant does not
+parse but a side's does, the suggestion is withheld: the item becomes a Decide without a
+suggestion block, its reason says where and why the text does not parse, and its
+choices are the sides that do parse. Its rule and its ``candidate`` stay as they were,
+so the replay still measures what the rule would have committed
+(``Proposal.candidate``). If no variant parses, the file is broken anyway (a template,
+Python 2, syntax newer than this interpreter's): nothing is said and nothing changes.
 
 "Parses" is :func:`compile` to bytecode with this interpreter (warnings silenced): the
 parser's errors and the compiler's (``return`` outside a function, ``break`` outside a
@@ -25,7 +26,8 @@ loop), what importing the module would raise first.
 
 Cost, capped: a file over ``MAX_CHARS`` characters is not judged (one compile of such a
 file takes about a tenth of a second), and at most ``MAX_PARSES`` variants are compiled
-per file; a region the budget does not reach keeps its suggestion unjudged.
+per file (each distinct text once: the variant with theirs in a region is the same file
+for every region); a region the budget does not reach keeps its suggestion unjudged.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from bot.engine.suggest import Proposal
 
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
 MAX_CHARS = 300_000  # a larger file is not judged
-MAX_PARSES = 16  # variants compiled per file at most: 1, then up to 2 per suggestion
+MAX_PARSES = 24  # distinct variants compiled per file at most
 
 
 def is_python(path: str) -> bool:
@@ -70,7 +72,8 @@ class _Failure:
 
 
 class _Unknown(Exception):
-    """The compiler could not judge the text (null bytes, too deep to recurse)."""
+    """The compiler could not judge the text (null bytes, too deep to recurse), or the
+    budget of compiles is spent."""
 
 
 def _lines_in(text: str) -> int:
@@ -175,31 +178,35 @@ def check_parses(path: str, lines: Sequence[str], regions: Sequence[MarkerRegion
     offered = [j for j, p in enumerate(proposals) if p.suggestion is not None]
     if not offered or not is_python(path) or sum(map(len, lines)) > MAX_CHARS:
         return out
-    fills = [p.suggestion if p.suggestion is not None else r.theirs
-             for p, r in zip(proposals, regions, strict=True)]
-    budget = MAX_PARSES
-    try:
+    theirs = [r.theirs for r in regions]
+    seen: dict[str, _Failure | None] = {}
+
+    def fails(fills: list[str]) -> tuple[_Failure | None, list[_Piece]]:
         text, pieces = _assemble(lines, regions, fills)
-        budget -= 1
-        failure = _compile(text, path)
-        if failure is None:
+        if text not in seen:
+            if len(seen) >= MAX_PARSES:
+                raise _Unknown
+            seen[text] = _compile(text, path)
+        return seen[text], pieces
+
+    try:
+        every, _ = fails([p.suggestion if p.suggestion is not None else r.theirs
+                          for p, r in zip(proposals, regions, strict=True)])
+        if every is None:
             return out
         for j in offered:
-            region, parsing = regions[j], []
-            for side, side_text in (("ours", region.ours), ("theirs", region.theirs)):
-                if side_text == fills[j]:
-                    continue  # the same file as the suggestion's: it does not parse
-                if budget <= 0:
-                    return out
-                budget -= 1
-                variant, _ = _assemble(lines, regions, [*fills[:j], side_text, *fills[j + 1:]])
-                if _compile(variant, path) is None:
-                    parsing.append(side)
+            suggestion = proposals[j].suggestion
+            assert suggestion is not None
+            failure, pieces = fails([*theirs[:j], suggestion, *theirs[j + 1:]])
+            if failure is None:
+                continue
+            parsing = tuple(side for side, text in (("ours", regions[j].ours),
+                                                    ("theirs", regions[j].theirs))
+                            if fails([*theirs[:j], text, *theirs[j + 1:]])[0] is None)
             if parsing:
-                out[j] = withheld(proposals[j], _said(failure, pieces, j, regions),
-                                  tuple(parsing))
-    except _Unknown:
-        return list(proposals)
+                out[j] = withheld(proposals[j], _said(failure, pieces, j, regions), parsing)
+    except _Unknown:  # the compiler could not say, or the budget is spent: no more judged
+        return out
     return out
 
 
