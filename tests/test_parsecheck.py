@@ -185,3 +185,16 @@ def test_the_parse_budget_leaves_unreached_regions_as_they_are(
     monkeypatch.setattr(parsecheck, "MAX_PARSES", 1)  # the combined file only
     (prop,) = proposals(PATH, merged)
     assert prop.suggestion is not None
+
+
+def test_a_large_file_gets_fewer_compiles(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    merged = merge_file(tmp_path, BASE, OURS, THEIRS)
+    monkeypatch.setattr(parsecheck, "MAX_COMPILED", 2 * len(merged))  # two of this size
+    # The combined file (the suggestion's variant too, here) and one side's: no room
+    # for the other side's, so nothing is judged.
+    (prop,) = proposals(PATH, merged)
+    assert prop.suggestion is not None
+    monkeypatch.setattr(parsecheck, "MAX_COMPILED", 4 * len(merged))
+    (prop,) = proposals(PATH, merged)
+    assert prop.suggestion is None

@@ -24,10 +24,12 @@ Python 2, syntax newer than this interpreter's): nothing is said and nothing cha
 parser's errors and the compiler's (``return`` outside a function, ``break`` outside a
 loop), what importing the module would raise first.
 
-Cost, capped: a file over ``MAX_CHARS`` characters is not judged (one compile of such a
-file takes about a tenth of a second), and at most ``MAX_PARSES`` variants are compiled
-per file (each distinct text once: the variant with theirs in a region is the same file
-for every region); a region the budget does not reach keeps its suggestion unjudged.
+Cost, capped: a file over ``MAX_CHARS`` characters is not judged (the replay's own limit
+for a file merged by hand; compiling takes about a third of a second per million
+characters), and at most ``MAX_PARSES`` variants are compiled per file, fewer in a large
+file, ``MAX_COMPILED`` characters in all (about two seconds), each distinct text once
+(the variant with theirs in a region is the same file for every region). A region the
+budget does not reach keeps its suggestion unjudged.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ from bot.engine.model import Tier
 from bot.engine.suggest import Proposal
 
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
-MAX_CHARS = 300_000  # a larger file is not judged
+MAX_CHARS = 1_000_000  # a larger file is not judged
 MAX_PARSES = 24  # distinct variants compiled per file at most
+MAX_COMPILED = 6_000_000  # characters compiled per file at most
 
 
 def is_python(path: str) -> bool:
@@ -176,15 +179,17 @@ def check_parses(path: str, lines: Sequence[str], regions: Sequence[MarkerRegion
     Files that are not Python, or too large, are returned as they are."""
     out = list(proposals)
     offered = [j for j, p in enumerate(proposals) if p.suggestion is not None]
-    if not offered or not is_python(path) or sum(map(len, lines)) > MAX_CHARS:
+    size = sum(map(len, lines))
+    if not offered or not is_python(path) or size > MAX_CHARS:
         return out
+    budget = min(MAX_PARSES, max(1, MAX_COMPILED // max(size, 1)))
     theirs = [r.theirs for r in regions]
     seen: dict[str, _Failure | None] = {}
 
     def fails(fills: list[str]) -> tuple[_Failure | None, list[_Piece]]:
         text, pieces = _assemble(lines, regions, fills)
         if text not in seen:
-            if len(seen) >= MAX_PARSES:
+            if len(seen) >= budget:
                 raise _Unknown
             seen[text] = _compile(text, path)
         return seen[text], pieces
