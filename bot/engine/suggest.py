@@ -505,7 +505,47 @@ def _contained(h: Hunk) -> _Draft:
                       f"upstream {owned.theirs:,}. {_sentences(h)} The proposal keeps the "
                       f"fork's version, so upstream's change here is not applied: "
                       f"{FORK_FILE_FIGURE}", h.ours)
+    if _rewrote(h.base, h.ours, h.theirs):
+        return _Draft(UPSTREAM_REWROTE, "upstream rewrote the lines the fork edited: the "
+                      f"fork's edit ({_what(h.base, h.ours)}) has no line to go on in "
+                      f"upstream's version (upstream {_what(h.base, h.theirs)}). Take "
+                      "upstream's version and re-apply the fork's edit to the new code if it "
+                      "still matters.", h.theirs)
+    if _rewrote(h.base, h.theirs, h.ours):
+        return _Draft(FORK_REWROTE, "the fork rewrote the lines upstream edited: upstream's "
+                      f"edit ({_what(h.base, h.theirs)}) has no line to go on in the fork's "
+                      f"version (the fork {_what(h.base, h.ours)}). The proposal keeps the "
+                      "fork's version; re-apply upstream's edit to the fork's code if the fork "
+                      "needs it.", h.ours)
     return _Draft("conflict", f"both sides changed the same lines differently. {_sentences(h)}")
+
+
+# One side rewrote the lines the other edited (``_rewrote``): the edit has no line left to
+# go on. Both are Decide; the candidate is the side that rewrote. Replayed (round 15):
+# FIGURES PENDING.
+UPSTREAM_REWROTE, FORK_REWROTE = "upstream rewrote, fork changed", "fork rewrote, upstream changed"
+REWROTE_SHARE = 0.5  # the edit changed at most this part of the lines the rewrite changed
+REWROTE_ALIKE = 0.6  # a line this alike (difflib's ratio; get_close_matches's cutoff) is one
+REWROTE_PAIRS = 2_000  # more pairs of lines than this are not compared: the rule stays out
+
+
+def _rewrote(base: str, edit: str, rewrite: str) -> bool:
+    """``rewrite`` replaced every line ``edit`` changed or deleted: none of those lines is
+    in it, nor any line ``edit`` added, and none of the lines it added is like one of them
+    (so the edit has nothing to go on there); it added lines of its own (it is not a
+    deletion) and ``edit`` is small beside it (``REWROTE_SHARE``)."""
+    if not rewrite.strip():
+        return False
+    b, e, r = _lines_of(base), _lines_of(edit), _lines_of(rewrite)
+    gone, added, new = b - e, e - b, [ln.strip() for ln in r - b]
+    if not gone or not new or any(r[ln] for ln in (*gone, *added)):
+        return False
+    if lines_changed(base, edit) > REWROTE_SHARE * lines_changed(base, rewrite):
+        return False
+    if len(gone) * len(new) > REWROTE_PAIRS:
+        return False
+    return not any(difflib.get_close_matches(ln.strip(), new, n=1, cutoff=REWROTE_ALIKE)
+                   for ln in gone)
 
 
 def _forks_file(h: Hunk) -> Changed | None:
