@@ -114,14 +114,15 @@ def test_both_sides_replacing_the_same_words_is_a_pick_not_an_edit_to_apply() ->
 
 def test_the_recommendation_counts_the_lines_as_the_items_sentence_does() -> None:
     # Upstream dropped the `if` and re-indented the line it kept; the fork commented the
-    # `else:`. The sentence says upstream changed 4 lines: the recommendation must too.
+    # `else` branch's line, which upstream's kept line resembles. The sentence says upstream
+    # changed 4 lines: the recommendation must too.
     base = ("    if qkv_format == \"thd\":\n        size = token_len // cp\n    else:\n"
             "        size = max_len // cp\n")
     theirs = "    size = token_len // cp\n"
-    ours = base.replace("    else:\n", "    else:  # vime\n")
+    ours = base.replace("max_len // cp\n", "max_len // cp  # vime\n")
     prop = propose_hunk(Hunk(ours=ours, base=base, theirs=theirs))
-    assert "Upstream replaced 4 lines with 1; the fork added `# vime` at the end of `else:`." \
-        in prop.reason
+    assert "Upstream replaced 4 lines with 1; the fork added `# vime` at the end of `size = " \
+        "max_len // cp`." in prop.reason
     item = _conflict(1, "vime/cp.py", base, theirs, ours, [2100])
     item.update(reason=prop.reason, rule=prop.rule)
     (group,) = group_items(_plan_with([item]))

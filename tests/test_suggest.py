@@ -203,6 +203,71 @@ def test_upstreams_deletion_next_to_lines_the_fork_added_says_added_not_changed(
                         "still needs them.")
 
 
+# The slime window's QA case: upstream rewrote a block (6 lines out, 7 others in) and the
+# fork had only appended a comment to one of the lines it deleted.
+REWRITTEN_BASE = ("    sample.tokens = sample.tokens + new_response_tokens\n"
+                  "    sample.response_length += len(new_response_tokens)\n"
+                  "    sample.response += output[\"text\"]\n"
+                  "    if sample.rollout_log_probs is None:\n"
+                  "        sample.rollout_log_probs = []\n"
+                  "    sample.rollout_log_probs += new_response_log_probs\n")
+REWRITTEN_FORK = REWRITTEN_BASE.replace("= []\n", "= []  # vime\n")
+REWRITE = ("    sample.append_response_tokens(\n"
+           "        args,\n"
+           "        tokens=new_response_tokens,\n"
+           "        log_probs=new_response_log_probs,\n"
+           "        meta_info=output[\"meta_info\"],\n"
+           "        text=output[\"text\"],\n"
+           "    )\n")
+
+
+def test_upstreams_rewrite_of_the_line_the_fork_edited_says_the_edit_has_no_line_to_go_on(
+) -> None:
+    p = propose(REWRITTEN_FORK, REWRITTEN_BASE, REWRITE, "vime/rollout/vllm_rollout.py")
+    assert (p.tier, p.rule, p.candidate) == (Tier.DECIDE, "upstream rewrote, fork changed",
+                                             REWRITE)
+    assert p.suggestion is None  # upstream's side over the fork's: never one click
+    assert p.reason == ("upstream rewrote the lines the fork edited: the fork's edit (added "
+                        "`# vime` at the end of `sample.rollout_log_probs = []`) has no line "
+                        "to go on in upstream's version (upstream changed 7 lines). Take "
+                        "upstream's version and re-apply the fork's edit to the new code if it "
+                        "still matters.")
+    # In upstream's file the rule is a variant of its own, measured apart; still a Decide.
+    owned = propose_hunk(Hunk(REWRITTEN_FORK, REWRITTEN_BASE, REWRITE,
+                              changed=Changed(ours=2, theirs=40)))
+    assert (owned.tier, owned.rule, owned.suggestion) == (
+        Tier.DECIDE, "upstream rewrote, fork changed, upstream's file", None)
+
+
+def test_the_forks_rewrite_of_the_line_upstream_edited_starts_from_the_forks_version() -> None:
+    p = propose(REWRITE, REWRITTEN_BASE, REWRITTEN_FORK)
+    assert (p.tier, p.rule) == (Tier.DECIDE, "fork rewrote, upstream changed")
+    assert p.suggestion == p.candidate == REWRITE
+    assert p.reason == ("the fork rewrote the lines upstream edited: upstream's edit (added "
+                        "`# vime` at the end of `sample.rollout_log_probs = []`) has no line to "
+                        "go on in the fork's version (the fork changed 7 lines). The proposal "
+                        "keeps the fork's version; re-apply upstream's edit to the fork's code "
+                        "if the fork needs it.")
+
+
+def test_a_rewrite_that_keeps_a_line_the_fork_edited_is_no_rewrite_of_the_forks_edit() -> None:
+    # The fork tagged two lines; upstream's version keeps one of them as it was, so the
+    # fork's edit there still has a line to go on.
+    fork = REWRITTEN_FORK.replace("new_response_log_probs\n", "new_response_log_probs  # vime\n")
+    keeps = ("    sample.append_response_tokens(args, output)\n"
+             "    if sample.rollout_log_probs is None:\n"
+             "        sample.rollout_log_probs = []\n")
+    assert propose(fork, REWRITTEN_BASE, keeps).rule == "conflict"
+    gone = keeps.replace("sample.rollout_log_probs = []", "sample.reset()")
+    assert propose(fork, REWRITTEN_BASE, gone).rule == "upstream rewrote, fork changed"
+    # A line of upstream's like the one the fork edited is where its edit may go: no rule.
+    alike = REWRITE + "    sample.rollout_log_probs = sample.rollout_log_probs or []\n"
+    assert propose(REWRITTEN_FORK, REWRITTEN_BASE, alike).rule == "conflict"
+    # Nor is an edit as large as upstream's a touch on upstream's rewrite.
+    assert propose("timeout = 60  # vime\n", "timeout = 30\n", "timeout = 10\n").rule \
+        == "conflict"
+
+
 def test_in_upstreams_file_taking_upstreams_deletion_is_a_confirm_that_says_so() -> None:
     # Round 11: in a file the fork made under 30% of the changes to, people took upstream's
     # deletion of lines the fork changed in 245 of 274 hunks of 34 projects' merges.

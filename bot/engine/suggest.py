@@ -521,8 +521,17 @@ def _contained(h: Hunk) -> _Draft:
 
 
 # One side rewrote the lines the other edited (``_rewrote``): the edit has no line left to
-# go on. Both are Decide; the candidate is the side that rewrote. Replayed (round 15):
-# FIGURES PENDING.
+# go on. The candidate is the side that rewrote; both rules are Decide. Replayed (round 15,
+# `--tiers`, the thirteen training sets), "upstream rewrote" took 660 of the 8,910 hunks
+# that were "conflict": people committed upstream's version at 503 (76.2%; in upstream's
+# files 371 of 446, 83.2%, bound 0.787, short of Confirm; elsewhere 132 of 214, 61.7%),
+# the fork's at 45 (6.8%) and combined the two by hand at 112; upstream's at half or more
+# in 21 of the 24 families with ten or more. So the PR body recommends `theirs`, by command
+# (``report.groups.recommend``), never one click. The mirror: the fork's version at 95 of
+# 140 (67.9%), upstream's at 15; a starting point. "conflict" keeps 8,110 hunks: upstream's
+# side right at 31.2%, the fork's at 30.3% (34.2% and 29.1% before). valid11-14, replayed
+# once after: upstream's version at 229 of 265 (86.4%; 92 of 99 in upstream's files), the
+# fork's at 4; the mirror 37 of 55 (67.3%).
 UPSTREAM_REWROTE, FORK_REWROTE = "upstream rewrote, fork changed", "fork rewrote, upstream changed"
 REWROTE_SHARE = 0.5  # the edit changed at most this part of the lines the rewrite changed
 REWROTE_ALIKE = 0.6  # a line this alike (difflib's ratio; get_close_matches's cutoff) is one
