@@ -352,6 +352,29 @@ def test_upstreams_deletion_of_the_forks_edit_is_recommended_by_command_only() -
     assert "```suggestion" not in text and "`/sync answer Q3 theirs`" in text
 
 
+def test_upstreams_rewrite_of_the_forks_line_is_recommended_as_theirs_never_an_edit_to_apply(
+) -> None:
+    # The slime window's QA case: the fork's only edit was on a line upstream's rewrite
+    # deleted, so there is no line in upstream's version to apply it to. People committed
+    # upstream's version in most such hunks (suggest.UPSTREAM_REWROTE's figures).
+    from tests.test_suggest import REWRITE, REWRITTEN_BASE, REWRITTEN_FORK
+
+    item = _proposed(3, "vime/rollout/vllm_rollout.py", REWRITTEN_FORK, REWRITTEN_BASE, REWRITE)
+    assert item["rule"] == "upstream rewrote, fork changed" and item["suggestion"] is None
+    (group,) = group_items(_plan_with([item]))
+    assert group.command == "/sync answer Q3 theirs"
+    assert group.action == ("take upstream's version (#101) unless the fork's edit still "
+                            "matters here; then re-apply it to upstream's new code by hand")
+    text = render_comment([item], _plan())
+    assert "`/sync answer Q3 theirs`" in text and "```suggestion" not in text
+    body = render_body(_plan_with([item]))
+    assert "edit to upstream's version" not in text + body
+    assert "combine by hand" not in text + body
+    # In upstream's file the variant is recommended alike.
+    item["rule"] += ", upstream's file"
+    assert recommend(item)[1] == "theirs"
+
+
 def test_add_add_is_recommended_as_one_whole_version_never_an_edit_to_apply() -> None:
     item = _conflict(4, "docs/new.md", "", "# Title\n\nBody.\n", "stub\n", [101])
     item.update(rule="add/add", reason="both sides added this file (add/add)")

@@ -13,7 +13,13 @@ from bot.engine.flags import SEARCHED, line_list
 from bot.engine.follow import file_follow
 from bot.engine.manual import applies_as_is
 from bot.engine.report.limits import one_line
-from bot.engine.suggest import NEAR_TWINS_RULE, THEIRS_HOLDS_FORK, base_rule, lines_changed
+from bot.engine.suggest import (
+    NEAR_TWINS_RULE,
+    THEIRS_HOLDS_FORK,
+    UPSTREAM_REWROTE,
+    base_rule,
+    lines_changed,
+)
 from bot.engine.wholefile import MOVED_RULE
 from bot.engine.window import LOGIN
 from bot.engine.wordiff import Clash, clash
@@ -168,8 +174,9 @@ def recommend(item: Json) -> tuple[str, str | None]:
 
     A Decide conflict is never answered ``ours`` or ``theirs`` by recommendation, which
     would drop one side's edit, unless the item itself shows that side already holds the
-    other's edit (``THEIRS_HOLDS_FORK``), or upstream deleted the lines the fork edited
-    (the fork's edit has nothing left to apply to; the command is given, never a one-click
+    other's edit (``THEIRS_HOLDS_FORK``), or upstream deleted or rewrote the lines the fork
+    edited (the fork's edit has nothing left to apply to; people took upstream's version in
+    most such hunks, ``suggest.UPSTREAM_REWROTE``; the command is given, never a one-click
     suggestion). The action does not repeat the item's reason: both are shown together.
     """
     kind, tier = item.get("kind"), item.get("tier")
@@ -229,6 +236,10 @@ def recommend(item: Json) -> tuple[str, str | None]:
     if base_rule(str(rule)) == "upstream deleted, fork changed" and "theirs" in choices:
         return (f"take upstream's deletion{which} unless the fork still needs these lines; "
                 "then keep ours and adapt it", "theirs")
+    if base_rule(str(rule)) == UPSTREAM_REWROTE and "theirs" in choices:
+        # The fork's edit has no line left in upstream's version to be applied to.
+        return (f"take upstream's version{which} unless the fork's edit still matters here; "
+                "then re-apply it to upstream's new code by hand", "theirs")
     if rule == "add/add":
         keep = refs.get("keep")
         if keep in ("ours", "theirs") and keep in choices:
