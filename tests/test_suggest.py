@@ -229,7 +229,7 @@ def test_upstreams_rewrite_of_the_line_the_fork_edited_says_the_edit_has_no_line
     assert p.suggestion is None  # upstream's side over the fork's: never one click
     assert p.reason == ("upstream rewrote the lines the fork edited: the fork's edit (added "
                         "`# vime` at the end of `sample.rollout_log_probs = []`) has no line "
-                        "to go on in upstream's version (upstream changed 7 lines). Take "
+                        "to go on in upstream's version (upstream replaced 6 lines with 7). Take "
                         "upstream's version and re-apply the fork's edit to the new code if it "
                         "still matters.")
     # In upstream's file the rule is a variant of its own, measured apart; still a Decide.
@@ -239,15 +239,35 @@ def test_upstreams_rewrite_of_the_line_the_fork_edited_says_the_edit_has_no_line
         Tier.DECIDE, "upstream rewrote, fork changed, upstream's file", None)
 
 
+def test_an_edit_of_one_of_two_equal_lines_that_upstream_rewrote_is_said_as_an_edit() -> None:
+    # The slime window (seed 1, vime/ray/placement_group.py): the fork tagged one of two
+    # equal lines, and upstream replaced all thirteen with a call. "The fork's edit (added 1
+    # line)" would not say what it did.
+    base = ("    if args.debug_train_only:\n"
+            "        num_gpus = args.actor_num_nodes * args.actor_num_gpus_per_node\n"
+            "    elif args.colocate:\n"
+            "        num_gpus = args.actor_num_nodes * args.actor_num_gpus_per_node\n"
+            "    else:\n"
+            "        num_gpus = args.rollout_num_gpus\n")
+    ours = base.replace("per_node\n    else:", "per_node  # vime\n    else:")
+    theirs = "    num_gpus = _get_placement_group_layout(args)\n"
+    p = propose(ours, base, theirs)
+    assert p.rule == "upstream rewrote, fork changed"
+    assert p.reason.startswith("upstream rewrote the lines the fork edited: the fork's edit "
+                               "(added `# vime` at the end of `…* "
+                               "args.actor_num_gpus_per_node`) has no line to go on in "
+                               "upstream's version (upstream replaced 6 lines with 1).")
+
+
 def test_the_forks_rewrite_of_the_line_upstream_edited_starts_from_the_forks_version() -> None:
     p = propose(REWRITE, REWRITTEN_BASE, REWRITTEN_FORK)
     assert (p.tier, p.rule) == (Tier.DECIDE, "fork rewrote, upstream changed")
     assert p.suggestion == p.candidate == REWRITE
     assert p.reason == ("the fork rewrote the lines upstream edited: upstream's edit (added "
                         "`# vime` at the end of `sample.rollout_log_probs = []`) has no line to "
-                        "go on in the fork's version (the fork changed 7 lines). The proposal "
-                        "keeps the fork's version; re-apply upstream's edit to the fork's code "
-                        "if the fork needs it.")
+                        "go on in the fork's version (the fork replaced 6 lines with 7). The "
+                        "proposal keeps the fork's version; re-apply upstream's edit to the "
+                        "fork's code if the fork needs it.")
 
 
 def test_a_rewrite_that_keeps_a_line_the_fork_edited_is_no_rewrite_of_the_forks_edit() -> None:

@@ -506,17 +506,17 @@ def _contained(h: Hunk) -> _Draft:
                       f"fork's version, so upstream's change here is not applied: "
                       f"{FORK_FILE_FIGURE}", h.ours)
     if _rewrote(h.base, h.ours, h.theirs):
+        fork, upstream = _what(h.base, h.ours), _what(h.base, h.theirs)
         return _Draft(UPSTREAM_REWROTE, "upstream rewrote the lines the fork edited: the "
-                      f"fork's edit ({_what(h.base, h.ours)}) has no line to go on in "
-                      f"upstream's version (upstream {_what(h.base, h.theirs)}). Take "
-                      "upstream's version and re-apply the fork's edit to the new code if it "
-                      "still matters.", h.theirs)
+                      f"fork's edit ({fork}) has no line to go on in upstream's version "
+                      f"(upstream {upstream}). Take upstream's version and re-apply the fork's "
+                      "edit to the new code if it still matters.", h.theirs)
     if _rewrote(h.base, h.theirs, h.ours):
+        fork, upstream = _what(h.base, h.ours), _what(h.base, h.theirs)
         return _Draft(FORK_REWROTE, "the fork rewrote the lines upstream edited: upstream's "
-                      f"edit ({_what(h.base, h.theirs)}) has no line to go on in the fork's "
-                      f"version (the fork {_what(h.base, h.ours)}). The proposal keeps the "
-                      "fork's version; re-apply upstream's edit to the fork's code if the fork "
-                      "needs it.", h.ours)
+                      f"edit ({upstream}) has no line to go on in the fork's version (the fork "
+                      f"{fork}). The proposal keeps the fork's version; re-apply upstream's "
+                      "edit to the fork's code if the fork needs it.", h.ours)
     return _Draft("conflict", f"both sides changed the same lines differently. {_sentences(h)}")
 
 
