@@ -12,6 +12,7 @@ from typing import Any
 from bot.engine import configwarn, spelling
 from bot.engine.config import CONFIG_PATH, Config, Flag
 from bot.engine.flags import Hit, add_flag_items, fork_use
+from bot.engine.generated import MANY_REGIONS, detect, regenerate_item
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, CatFile, Git, TreeWriter
 from bot.engine.itemprs import ItemPRs
 from bot.engine.learn import LEARNED_PATH, Learned
@@ -102,6 +103,7 @@ class Classifier:
         # What commit 1 still refers to, of the paths whose items ask it (``_ref_targets``).
         self.refs: dict[str, Refs] = {}
         self._stubs: dict[str, tuple[str, str]] = {}  # add/add with a stub: its two versions
+        self._gitattributes: str | bool | None = False  # False: not read yet
 
     def fork_path(self, upstream_path: str) -> str:
         return self.o.path_map.get(upstream_path) or self.tr.path(upstream_path)
@@ -203,7 +205,10 @@ class Classifier:
             for item in r.review_items:
                 n += 1
                 item.id = f"Q{n}"
-        mark_twins([i for r in results for i in r.review_items])
+        # A file with one comment has no thread per region to point a twin at.
+        one = {r.path for r in results if r.generated or sum(
+            1 for i in r.review_items if i.kind is ItemKind.CONFLICT) > MANY_REGIONS}
+        mark_twins([i for r in results if r.path not in one for i in r.review_items])
         return Classified(results, tree, self._warnings(paths, results),
                           self._rule_warnings(results, final))
 
@@ -467,9 +472,13 @@ class Classifier:
         # No stage 1 in git's index entries: neither side had the file at base (add/add).
         stages = {stage for _mode, _oid, stage in self.o.conflicts.get(r.path, [])}
         added_both = bool(stages) and 1 not in stages
-        r.changed = None if added_both else file_changes(
-            *(self._read_text(self._entry(tree, r.path))
-              for tree in (self.base, self.ours, self.theirs)))
+        base_text, ours_text, theirs_text = (self._read_text(self._entry(tree, r.path))
+                                             for tree in (self.base, self.ours, self.theirs))
+        r.changed = None if added_both else file_changes(base_text, ours_text, theirs_text)
+        r.generated = detect(r.path, (ours_text, theirs_text), self._attributes(final))
+        if r.generated is not None:  # a tool writes it: one comment, no proposal per region
+            return [regenerate_item(r.path, r.upstream_path, r.generated, region)
+                    for region in regions]
         stub = self._stub_note(r.path) if added_both else None
         props = []
         for region in regions:
@@ -505,6 +514,12 @@ class Classifier:
             return None
         said, keep = found
         return said, refs.to_json(keep=keep)
+
+    def _attributes(self, final: TreeIndex) -> str | None:
+        """The merged tree's root ``.gitattributes`` (read once), for ``linguist-generated``."""
+        if self._gitattributes is False:
+            self._gitattributes = self._read_text(self._entry(final, ".gitattributes"))
+        return self._gitattributes if isinstance(self._gitattributes, str) else None
 
     def _translated_diff(self, p: _Path) -> str:
         old = self._read_text(self._entry(self.base, p.fork_old or p.fork)) or ""

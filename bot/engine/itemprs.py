@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from bot.engine import attribute
+from bot.engine.generated import MANY_REGIONS
 from bot.engine.git import MODE_GITLINK, MODE_SYMLINK, Background, CatFile, Git
 from bot.engine.markers import split_lines
 from bot.engine.merge import Entry, MergeOutcome, TreeIndex, commit_tree_oid
@@ -72,7 +73,12 @@ class ItemPRs:
             cut_path = paths[1] if paths is not None and paths[1] else r.upstream_path
             whole = prs(attribute.touched_file(commits, tip_path)
                         + attribute.deleted_file(blamed, cut_path))
-            sides = self._side_texts(r)
+            # A file answered as a whole (bot.engine.generated) has no thread per region
+            # to name PRs on: its regions get the file's PRs, and thousands of regions of a
+            # generated parser are not each traced through the history.
+            together = r.generated is not None or sum(
+                1 for i in r.review_items if i.kind is ItemKind.CONFLICT) > MANY_REGIONS
+            sides = None if together else self._side_texts(r)
             theirs_end = base_end = 0
             for item in r.review_items:
                 if item.kind is ItemKind.CONFLICT and sides is not None:

@@ -181,6 +181,10 @@ class FileResult:
     # --numstat` counts them: what decides "conflict, the fork's file", kept so that the
     # App's memory replays its outcomes with the rule the classifier used.
     changed: Changed | None = None
+    # A lockfile or a generated file (``bot.engine.generated.detect``): {"kind": "lockfile",
+    # "tool", "command"} or {"kind": "generated", "evidence": the marker line}. Its regions
+    # get one comment for the whole file, and one command: take a side, run the tool again.
+    generated: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -193,6 +197,7 @@ class FileResult:
             "marker_size": self.marker_size,
             **({"changed": {"ours": self.changed.ours, "theirs": self.changed.theirs}}
                if self.changed is not None else {}),
+            **({"generated": dict(self.generated)} if self.generated else {}),
             "review_items": [item.to_json() for item in self.review_items],
         }
 
@@ -332,7 +337,7 @@ def plan_from_json(d: dict[str, Any], *, work_git_dir: str = "") -> Plan:
         files=[FileResult(f["path"], f["upstream_path"], Status(f["status"]),
                           [item_from_json(i) for i in f["review_items"]], f.get("policy"),
                           f.get("note", ""), f.get("binary", False), marker_size_of(f),
-                          changed_of(f))
+                          changed_of(f), f.get("generated"))
                for f in d["files"]],
         merged_tree=d.get("merged_tree", ""),
         work_git_dir=work_git_dir,
