@@ -9,8 +9,8 @@ best place the diff offers (:class:`Where`), and a thread carries the ids of its
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -137,15 +137,33 @@ class Thread:
     note: str = ""  # why it sits where it does, for people (empty for a plain region)
 
 
-def place(items: Sequence[Json], diff: PrDiff, *, file_comments: int) -> list[Thread]:
+def place(items: Sequence[Json], diff: PrDiff, *, file_comments: int,
+          whole: Collection[str] = ()) -> list[Thread]:
     """A thread for every item, in item order; at most ``file_comments`` file-level ones.
 
     File-level comments cost one request each (the review carries all the others), so
     beyond the budget an item that would get one has no thread (:attr:`Where.NONE`).
+
+    The conflict regions of a path in ``whole`` (a lockfile, a generated file, a file with
+    very many regions: :mod:`bot.engine.generated`) share ONE thread, at the place of the
+    first: a file-level comment, or where the budget is spent, a comment on the first
+    region's first line; never a thread per region.
     """
     threads: list[Thread] = []
     by_file: dict[str, int] = {}  # one file-level comment per path carries all its items
+    shared: dict[str, tuple[int, list[str]]] = {}  # each path in ``whole``: its thread, ids
     for item in items:
+        if item.get("kind") == "conflict" and item["path"] in whole:
+            path = item["path"]
+            if path in shared:
+                shared[path][1].append(item["id"])
+                continue
+            t = _place_whole(item, diff, room=len(by_file) < file_comments)
+            if t.where is Where.FILE:
+                by_file[path] = len(threads)
+            shared[path] = (len(threads), [])
+            threads.append(t)
+            continue
         t = _place_one(item, diff)
         if t.where is not Where.FILE:
             threads.append(t)
@@ -159,7 +177,32 @@ def place(items: Sequence[Json], diff: PrDiff, *, file_comments: int) -> list[Th
             threads.append(Thread(t.ids, t.path, Where.NONE, note=(
                 f"`{t.path}` has no line in the PR diff, and a file-level comment would "
                 "go over the write budget of this sync PR")))
+    for k, more in shared.values():
+        if more:
+            threads[k] = replace(threads[k], ids=(*threads[k].ids, *more))
     return threads
+
+
+def _place_whole(item: Json, diff: PrDiff, *, room: bool) -> Thread:
+    """The one thread of a file whose regions share it, placed by its first region."""
+    ids, path = (item["id"],), item["path"]
+    f = diff.files.get(path)
+    if f is None:
+        return _place_one(item, diff)
+    hunks = f.right_hunks
+    if room:
+        return Thread(ids, path, Where.FILE, note="" if hunks else (
+            f"The PR diff shows `{path}` with no line GitHub can show, so this comment is "
+            "on the whole file."))
+    if not hunks:
+        return Thread(ids, path, Where.NONE, note=(
+            f"`{path}` has no line in the PR diff, and a file-level comment would go over "
+            "the write budget of this sync PR"))
+    start = int(item.get("start_line") or hunks[0].first)
+    line = start if any(h.has(start, start) for h in hunks) else hunks[0].first
+    return Thread(ids, path, Where.LINE, line=line, note=(
+        f"One comment for the whole of `{path}`, on its first conflict region (L{line}): "
+        "its conflict regions are answered together."))
 
 
 def _place_one(item: Json, diff: PrDiff) -> Thread:

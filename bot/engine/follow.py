@@ -32,6 +32,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bot.engine.generated import file_levels, one_comment
+
 if TYPE_CHECKING:  # the gate imports the report, which imports this module
     from bot.engine.anchor import PrDiff
     from bot.engine.gate import Remaining
@@ -145,11 +147,12 @@ def twin_follow_ups(plan_json: Json, resolved: set[str], resolutions: Mapping[st
     (none where they got different texts, or one of them is unknown), in plan order. Left
     out as in :func:`follow_ups`."""
     skip = set(already)
+    levels = file_levels(plan_json)
     out = []
     for twins, done, first in _agreed_groups(plan_json, resolved, resolutions, texts):
         after = tuple(i["id"] for i in done)  # one tuple for the group, however large
         for item in twins:
-            if item["id"] in resolved or item["id"] in skip:
+            if item["id"] in resolved or item["id"] in skip or one_comment(levels, item):
                 continue
             if item.get("suggestion") is not None and _same(item["suggestion"], first):
                 continue
@@ -186,12 +189,17 @@ def follow_ups(plan_json: Json, resolved: set[str], resolutions: Mapping[str, st
                already: Iterable[str] = ()) -> list[FollowUp]:
     """Every open hunk a follow-up suggests a side for, in plan order.
 
-    Left out: hunks in ``already`` (suggested at an earlier push), and hunks whose own
-    suggestion is that side's text already (their first comment has the same button).
+    Left out: hunks in ``already`` (suggested at an earlier push), hunks whose own
+    suggestion is that side's text already (their first comment has the same button), and
+    the regions of a file answered together (:mod:`bot.engine.generated`), which get no
+    thread each, at the first review or after.
     """
     skip = set(already)
+    levels = file_levels(plan_json)
     out: list[FollowUp] = []
     for f in plan_json.get("files", []):
+        if f.get("path") in levels:  # answered together, by its one comment: no thread each
+            continue
         follow = file_follow(f.get("review_items", []), resolved, resolutions)
         if follow is None:
             continue

@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.engine.generated import file_levels
 from bot.engine.report import (
     CHECK_SUMMARY_LIMIT,
     own_question,
@@ -19,6 +20,8 @@ from bot.engine.report import (
     warning_annotations,
     workflow_changes,
 )
+from bot.engine.report.ids import id_list
+from bot.engine.report.onefile import level_action, level_title
 
 
 @dataclass(frozen=True)
@@ -188,8 +191,34 @@ MAX_ANNOTATIONS = 50  # GitHub's limit per check-run request
 
 def annotation_batches(plan_json: dict[str, Any], remaining: Sequence[Remaining]
                        ) -> list[list[dict[str, Any]]]:
-    """The check's annotations (what remains, then the config warnings), 50 per request."""
-    notes = check_annotations(remaining) + warning_annotations(plan_json)
+    """The check's annotations (what remains, then the config warnings), 50 per request.
+
+    The open regions of a file answered together (a lockfile, a generated file, a file
+    with very many regions: :mod:`bot.engine.generated`) are one annotation, on the first
+    of them: four thousand regions of a generated parser are not 85 requests."""
+    levels = file_levels(plan_json)
+    together: dict[str, list[Remaining]] = {}
+    rest: list[Remaining] = []
+    for r in remaining:
+        if r.region and r.item_id is not None and r.path in levels:
+            together.setdefault(r.path, []).append(r)
+        else:
+            rest.append(r)
+    notes = check_annotations(rest)
+    for path, regions in together.items():
+        level, first = levels[path], regions[0]
+        ids = [str(r.item_id) for r in regions]
+        lines = ", ".join(f"L{r.start_line}" for r in regions[:20]) + (
+            f" and {len(regions) - 20:,} more" if len(regions) > 20 else "")
+        notes.append({
+            "path": path, "start_line": first.start_line,
+            "end_line": first.end_line if first.end_line is not None else first.start_line,
+            "annotation_level": "failure",
+            "title": f"{id_list(ids)}: {len(regions):,} conflict region"
+                     f"{'s' if len(regions) != 1 else ''} remain",
+            "message": (f"`{path}`: {level_title(level, len(regions))}. Recommended: "
+                        f"{level_action(level)}. Regions at {lines}.")[:60_000]})
+    notes += warning_annotations(plan_json)
     return [notes[i:i + MAX_ANNOTATIONS] for i in range(0, len(notes), MAX_ANNOTATIONS)]
 
 

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine.anchor import PrDiff, Thread, Where, place
 from bot.engine.follow import TWIN, FollowUp, follow_marker
 from bot.engine.gate import annotation_batches, initial_remaining
+from bot.engine.generated import MANY_REGIONS, FileLevel, file_levels, one_comment
 from bot.engine.git import Git
 from bot.engine.report import BODY_LIMIT, render_body, render_comment
 from bot.engine.report.comments import render_follow_comment
 from bot.engine.report.groups import id_list, id_ranges, manual_title, shown_ids
+from bot.engine.report.onefile import level_action, level_title, render_level_comment
 
 Json = dict[str, Any]
 
@@ -112,7 +114,7 @@ def build_delivery(plan_json: Json, diff: PrDiff, commit: str, *,
     notes = [a for batch in annotation_batches(
         plan_json, initial_remaining(plan_json, dict(answers or {}))) for a in batch]
     budget = file_comment_budget(len(plan_items(plan_json)), len(notes))
-    threads = place(chosen, diff, file_comments=budget)
+    threads = place(chosen, diff, file_comments=budget, whole=file_levels(plan_json))
     return _assemble(commit, tuple(threads), {i["id"]: i for i in chosen}, plan_json)
 
 
@@ -131,9 +133,11 @@ def drop_threads(delivery: Delivery, gone: set[int]) -> Delivery:
 
 def _assemble(commit: str, threads: tuple[Thread, ...], items: dict[str, Json],
               plan: Json) -> Delivery:
-    comments = [review_comment(t, items, plan) for t in threads
+    levels = file_levels(plan)
+    comments = [review_comment(t, items, plan, levels=levels) for t in threads
                 if t.where in (Where.REGION, Where.LINE)]
-    files = tuple({"body": thread_body(t, items, plan, marker=file_marker(commit, t.path)),
+    files = tuple({"body": thread_body(t, items, plan, marker=file_marker(commit, t.path),
+                                       levels=levels),
                    "commit_id": commit, "path": t.path, "subject_type": "file"}
                   for t in threads if t.where is Where.FILE)
     review: Json = {"commit_id": commit, "event": "COMMENT", "body": ""}
@@ -144,11 +148,12 @@ def _assemble(commit: str, threads: tuple[Thread, ...], items: dict[str, Json],
     return delivery
 
 
-def review_comment(thread: Thread, items: dict[str, Json], plan: Json | None = None) -> Json:
+def review_comment(thread: Thread, items: dict[str, Json], plan: Json | None = None, *,
+                   levels: Mapping[str, FileLevel] | None = None) -> Json:
     """One entry of the review's ``comments[]``: always on the RIGHT side (commit 1's lines)."""
     assert thread.line is not None
     comment: Json = {"path": thread.path, "line": thread.line, "side": "RIGHT",
-                     "body": thread_body(thread, items, plan)}
+                     "body": thread_body(thread, items, plan, levels=levels)}
     if thread.start_line is not None and thread.start_line < thread.line:
         comment.update(start_line=thread.start_line, start_side="RIGHT")
     return comment
@@ -163,13 +168,27 @@ def _commands(item: Json) -> str:
 
 
 def thread_body(thread: Thread, items: dict[str, Json], plan: Json | None = None, *,
-                marker: str = "", limit: int = BODY_LIMIT) -> str:
+                marker: str = "", limit: int = BODY_LIMIT,
+                levels: Mapping[str, FileLevel] | None = None) -> str:
     """The text of one thread: its items' comment, with why it sits where it does.
 
     The ```suggestion``` is only for a thread on a whole region (a suggestion replaces
     exactly the lines the comment covers); elsewhere the note says which command answers.
+    The regions of a file answered together (``levels``: a lockfile, a generated file, a
+    file with very many regions) get the file's one comment, with no suggestion.
     """
     texts = [items[i] for i in thread.ids]
+    levels = file_levels(plan or {}) if levels is None else levels
+    level = levels.get(thread.path)
+    regions = [i for i in texts if level is not None and one_comment(levels, i)]
+    if level is not None and regions:
+        room = limit - len(marker) - _SLACK
+        others = [i for i in texts if not one_comment(levels, i)]
+        text = render_level_comment(level, regions, note=thread.note,
+                                    limit=room if not others else room // 2)
+        if others:  # an item of another kind on the same file-level comment
+            text += "\n\n" + render_comment(others, plan, anchor="", limit=room // 2)
+        return text + (f"\n\n{marker}" if marker else "")
     anchor = thread.ids[0] if thread.where is Where.REGION else ""
     note = thread.note + ("".join(_commands(item) for item in texts) if thread.note else "")
     room = limit - len(note) - len(marker) - _SLACK
@@ -185,14 +204,24 @@ def review_body(delivery: Delivery) -> str:
              f"{s['items']} review item{'s' if s['items'] != 1 else ''} of commit 1 "
              f"(`{delivery.commit[:10]}`)."]
     counts = []
+    levels = file_levels(delivery.plan)
+    whole = [t for t in delivery.threads if t.where is not Where.NONE and t.path in levels
+             and any(one_comment(levels, delivery.items[i]) for i in t.ids)]
     if s["suggestions"]:
         counts.append(f"- {s['suggestions']} with a one-click suggestion that replaces a whole "
                       "conflict region (**Commit suggestion** resolves it)")
-    plain = s["comments"] - s["suggestions"]
+    if whole:
+        n = sum(1 for t in whole for i in t.ids if one_comment(levels, delivery.items[i]))
+        counts.append(f"- {len(whole)} for the whole of a file whose {n:,} conflict regions "
+                      f"are answered together (a lockfile, a generated file, or more than "
+                      f"{MANY_REGIONS} regions): each says what the file is and the one "
+                      "command that resolves it")
+    plain = s["comments"] - s["suggestions"] - sum(1 for t in whole if t.where is not Where.FILE)
     if plain:
         counts.append(f"- {plain} without one: answer with the command each comment names")
-    if s["files"]:
-        counts.append(f"- {s['files']} file-level comment{'s' if s['files'] != 1 else ''} "
+    files = s["files"] - sum(1 for t in whole if t.where is Where.FILE)
+    if files:
+        counts.append(f"- {files} file-level comment{'s' if files != 1 else ''} "
                       "(files the diff shows without lines)")
     lines.append("\n".join(counts))
     orphans = [t for t in delivery.threads if t.where is Where.NONE]
@@ -209,8 +238,21 @@ def review_body(delivery: Delivery) -> str:
 def _orphans(threads: list[Thread], delivery: Delivery, room: int) -> list[str]:
     """Each item with no thread inside a ``<details>``; one line each once room runs out."""
     out: list[str] = []
+    levels = file_levels(delivery.plan)
     for t in threads:
+        level = levels.get(t.path)
+        together = [i for i in t.ids if level is not None
+                    and one_comment(levels, delivery.items[i])]
+        if level is not None and together:  # a file answered together: one entry
+            line = (f"- **{id_list(together)}** `{t.path}`: {t.note}. "
+                    f"{level_title(level, len(together))[0].upper()}"
+                    f"{level_title(level, len(together))[1:]}; recommended: "
+                    f"{level_action(level)}.")
+            out.append(line)
+            room -= len(line) + 2
         for i in t.ids:
+            if i in together:
+                continue
             item = delivery.items[i]
             short = f"- **{i}** `{t.path}`: {t.note}.{_commands(item)}"
             share = max(0, min(BODY_LIMIT // 4, room - len(short) * 2))
@@ -235,7 +277,8 @@ def pr_section(plan_json: Json, sync: Json) -> str:
         plan_json, resolved=set(sync.get("resolved", [])),
         answers=dict(sync.get("answers", {})), behind=int(sync.get("behind", 0)),
         resolutions=dict(sync.get("resolutions", {})),
-        unanchored=unanchored_lines([i for i in plan_items(plan_json) if i["id"] in unplaced]),
+        unanchored=unanchored_lines([i for i in plan_items(plan_json) if i["id"] in unplaced],
+                                    file_levels(plan_json)),
         report_url=sync.get("report_url"), report_path=sync.get("report_path"),
         posted=(sync["delivery"]["items"] - len(sync["delivery"]["unplaced"])
                 if sync.get("delivery") else None),
@@ -249,10 +292,17 @@ def one_click_ids(sync: Json) -> list[str] | None:
     return sync["delivery"].get("one_click") if sync.get("delivery") else None
 
 
-def unanchored_lines(items: Sequence[Json]) -> list[str]:
-    """The PR body's entries for items with no thread."""
+def unanchored_lines(items: Sequence[Json],
+                     levels: Mapping[str, FileLevel] | None = None) -> list[str]:
+    """The PR body's entries for items with no thread (one for each file whose regions
+    are answered together, ``levels``)."""
     out = []
+    levels = levels or {}
+    together: dict[str, list[str]] = {}
     for item in items:
+        if one_comment(levels, item):
+            together.setdefault(str(item["path"]), []).append(str(item["id"]))
+            continue
         start, end = item.get("start_line"), item.get("end_line")
         where = "" if start is None else f" L{start}" if end in (None, start) \
             else f" L{start}–{end}"
@@ -261,6 +311,10 @@ def unanchored_lines(items: Sequence[Json]) -> list[str]:
             item.get("question") or item.get("reason", "")
         out.append(f"- **{item['id']}** `{item['path']}`{where} ({item.get('tier', '')}): "
                    f"{what}{_commands(item)}")
+    for path, ids in together.items():
+        level = levels[path]
+        out.append(f"- **{id_list(ids)}** `{path}`: {level_title(level, len(ids))}; "
+                   f"recommended: {level_action(level)}.")
     return out
 
 

@@ -12,6 +12,15 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from bot.engine.follow import FOLLOW_MIN, twin_groups
+from bot.engine.generated import (
+    GENERATED,
+    LOCKFILE,
+    MANY,
+    MANY_REGIONS,
+    FileLevel,
+    file_levels,
+    one_comment,
+)
 from bot.engine.model import inputs_label
 from bot.engine.report.figures import brief_reasons
 from bot.engine.report.groups import (
@@ -26,6 +35,7 @@ from bot.engine.report.groups import (
 )
 from bot.engine.report.limits import BODY_LIMIT, balanced_cut, one_line
 from bot.engine.report.needs import workload_rows
+from bot.engine.report.onefile import region_lines
 from bot.engine.report.workflows import WORKFLOW_DIFF_LIMIT, workflow_changes
 
 BEGIN = "<!-- forksync:begin -->"
@@ -124,8 +134,11 @@ def _header(plan: Json, behind: int, posted: int | None,
         out[-1] += (f" {posted} of {len(items)} review item{'s' if len(items) != 1 else ''} "
                     f"{'have' if posted != 1 else 'has'} a review thread"
                     + (", with a one-click suggestion where there is one." if posted else "."))
-    out[-1] += _suggestion_count(items, one_click)
-    per_file = Counter(i["path"] for i in items if i.get("kind") == "conflict")
+    levels = file_levels(plan)
+    out[-1] += _suggestion_count([i for i in items if not one_comment(levels, i)], one_click)
+    out[-1] += _together(levels)
+    per_file = Counter(i["path"] for i in items if i.get("kind") == "conflict"
+                       and not one_comment(levels, i))
     many = sum(1 for n in per_file.values() if n > FOLLOW_MIN)
     if many:
         out[-1] += (f" In {'the' if many == 1 else 'each of the'} {many} file"
@@ -169,6 +182,7 @@ def _checklist(plan: Json, resolved: set[str], answers: dict[str, str],
     if not conflicted:
         return ["### Conflicts", "", "No conflicts. :tada:"]
     out = [f"### Conflicts ({count_of(len(conflicted), 'file')})", ""]
+    levels = file_levels(plan)
     for f in conflicted:
         mark = "x" if file_done(f, resolved, answers) else " "
         ids = [i["id"] for i in f["review_items"]]
@@ -177,9 +191,32 @@ def _checklist(plan: Json, resolved: set[str], answers: dict[str, str],
         prs = sorted({n for i in f["review_items"] for n in i["prs"]})
         tail = f" · {_prs(prs)}" if prs else ""
         span = f" ({ids[0]}–{ids[-1]})" if len(ids) > 1 else f" ({ids[0]})" if ids else ""
-        hint = follow_hint(f["review_items"], resolved, resolutions) if mark == " " else ""
+        level = levels.get(f["path"])
+        hint = follow_hint(f["review_items"], resolved, resolutions) \
+            if mark == " " and level is None else ""
+        if level is not None:  # what it is, and the one command
+            hint = f" · {level.what}" + (f": `{level.resolve}`" if level.resolve and mark == " "
+                                         else "")
         out.append(f"- [{mark}] {code_span(f['path'])}: {what}{span}{tail}{hint}")
     return out
+
+
+def _together(levels: dict[str, FileLevel]) -> str:
+    """What the review does with the files whose regions are answered together."""
+    if not levels:
+        return ""
+    n = sum(level.regions for level in levels.values())
+    kinds = Counter(level.kind for level in levels.values())
+    what = {LOCKFILE: "lockfile", GENERATED: "generated file",
+            MANY: f"file{{s}} with more than {MANY_REGIONS} conflict regions"}
+    files = [f"{kinds[k]} " + (what[k].format(s="s" if kinds[k] != 1 else "") if k == MANY
+                               else what[k] + ("s" if kinds[k] != 1 else ""))
+             for k in (LOCKFILE, GENERATED, MANY) if kinds[k]]
+    return (f" The {n:,} conflict region{'s' if n != 1 else ''} of "
+            + " and ".join(files) + " get one comment per file, not a thread each"
+            + (": a file a tool writes is regenerated, `/sync resolve <path> theirs` then "
+               "the tool." if MANY not in kinds else
+               "; each comment gives the commands that resolve its file."))
 
 
 def _suggestion_count(items: list[Json], one_click: Collection[str] | None) -> str:
@@ -250,12 +287,18 @@ def _group_lines(g: Group, answers: dict[str, str], resolved: set[str],
     out = [f"- **{id_list(g.ids)}** {g.title}{done}"]
     if not settled:
         command = ""
-        if g.command and open_n:
+        if g.command and open_n and g.level is None:  # a file's action names its command
             command = (f" One command for both: `{g.command}`" if len(g.items) == 2
                        else f" One command for all {len(g.items)}: `{g.command}`"
                        if len(g.items) > 1 else f" `{g.command}`")
         out.append(f"  - Recommended: {g.action}.{command}")
     if compact:
+        return out
+    if g.level is not None:  # a file answered together: its regions on one line
+        done_n = len(g.items) - open_n
+        out.append(f"  - at commit 1: {region_lines(g.items, 8)}"
+                   + (f" ({done_n:,} resolved, {open_n:,} open)" if done_n and open_n else "")
+                   + "; the review's one comment on the file has the rest")
         return out
     for item in g.items:
         own, _ = recommend(item)
@@ -282,7 +325,7 @@ def _decisions(plan: Json, resolved: set[str], answers: dict[str, str],
     counts = " · ".join(f"**{t}** ({tiers[t]}, {open_tiers[t]} open)" for t in TIERS
                         if tiers[t])
     open_items = [i for i in items if _is_open(i, answers, resolved)]
-    rows = workload_rows(open_items, one_click)
+    rows = workload_rows(open_items, one_click, file_levels(plan))
     table = ["| what it needs | items |", "|---|---|",
              *(f"| {need} | {id_list(ids)} |" for need, ids in rows), ""] if rows else []
     out = [f"### Decisions: {count_of(len(items), 'item')} in {count_of(len(groups), 'group')}", "",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from bot.engine.generated import file_levels
 from bot.engine.report.body import code_span, count_of, decision_line
 from bot.engine.report.groups import group_items, id_list, id_number
 from bot.engine.report.limits import CHECK_SUMMARY_LIMIT, balanced_cut
@@ -70,7 +71,7 @@ def render_check_output(plan: Json, remaining_markers: dict[str, int],
     open_items = [items[i] for i in open_regions if i in items]
     counted = {str(i["id"]) for i in open_items}
     open_items += [i for i in open_decisions if str(i["id"]) not in counted]
-    work = workload(open_items, one_click)
+    work = workload(open_items, one_click, file_levels(plan))
     if work:
         lines += [f"By what each needs: {work}.", ""]
     if remaining_markers:

@@ -11,8 +11,11 @@ from typing import Any
 
 from bot.engine.flags import SEARCHED, line_list
 from bot.engine.follow import file_follow
+from bot.engine.generated import FileLevel, file_levels, one_comment
 from bot.engine.manual import applies_as_is
+from bot.engine.report.ids import id_list, id_number, id_ranges, shown_ids
 from bot.engine.report.limits import one_line
+from bot.engine.report.onefile import level_action, level_title
 from bot.engine.suggest import (
     NEAR_TWINS_RULE,
     THEIRS_HOLDS_FORK,
@@ -43,6 +46,7 @@ class Group:
     choice: str | None = None  # the answer the command gives every item, if one fits all
     lines: int = 0  # lines at stake: the region's ours + theirs lines
     notes: list[str] = field(default_factory=list)
+    level: FileLevel | None = None  # a file whose regions are answered together
 
     @property
     def ids(self) -> list[str]:
@@ -50,40 +54,13 @@ class Group:
 
     @property
     def command(self) -> str | None:
-        """``/sync answer Q21-Q33 theirs`` for the whole group, or None when no one answer fits."""
+        """``/sync answer Q21-Q33 theirs`` for the whole group, or None when no one answer
+        fits; ``/sync resolve <path> theirs`` for a file answered together."""
+        if self.level is not None:
+            return self.level.resolve
         if self.choice is None:
             return None
         return f"/sync answer {id_ranges(self.ids)} {self.choice}"
-
-
-def id_number(item_id: str) -> int:
-    m = re.search(r"\d+", item_id)
-    return int(m.group()) if m else 0
-
-
-def id_list(ids: Iterable[str]) -> str:
-    """``Q1, Q3–Q5``: the ids as a reader sees them (``id_ranges`` is what commands take)."""
-    return id_ranges(ids).replace(",", ", ").replace("-", "–")
-
-
-def shown_ids(ids: Sequence[str], most: int = 3) -> str:
-    """``Q1, Q4, Q9 and 40 more``: a few ids for a sentence, however many there are."""
-    head = list(ids[:most])
-    return id_list(head) + (f" and {len(ids) - most} more" if len(ids) > most else "")
-
-
-def id_ranges(ids: Iterable[str]) -> str:
-    """``Q1,Q3-Q5``: the ids as runs of consecutive numbers, which the command parser takes."""
-    numbers = sorted({id_number(i) for i in ids})
-    runs: list[str] = []
-    i = 0
-    while i < len(numbers):
-        j = i
-        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
-            j += 1
-        runs.append(f"Q{numbers[i]}" if i == j else f"Q{numbers[i]}-Q{numbers[j]}")
-        i = j + 1
-    return ",".join(runs)
 
 
 def line_count(text: str) -> int:
@@ -354,7 +331,20 @@ def group_items(plan: Json, *, skip: set[str] | None = None) -> list[Group]:
              if i["id"] not in skip]
     groups: list[Group] = []
     shaped: dict[tuple[Any, ...], Group] = {}
+    levels = file_levels(plan)
+    together: dict[str, Group] = {}  # a file answered together: one group
     for item in items:
+        if one_comment(levels, item):
+            level = levels[item["path"]]
+            group = together.get(level.path)
+            if group is None:
+                group = together[level.path] = Group(RANK_FILE, "", [], [],
+                                                     level_action(level), level.side,
+                                                     level=level)
+                groups.append(group)
+            group.items.append(item)
+            group.lines += lines_at_stake(item)
+            continue
         action, choice = recommend(item)
         prs = sorted(item.get("prs") or [])
         kind, tier = item.get("kind"), item.get("tier")
@@ -385,6 +375,9 @@ def group_items(plan: Json, *, skip: set[str] | None = None) -> list[Group]:
         if group.choice != choice:
             group.choice = None
     for g in groups:
+        if g.level is not None:
+            g.prs = sorted({n for i in g.items for n in i.get("prs") or []})
+            g.title = f"`{g.level.path}`: {level_title(g.level, len(g.items))}"
         if not g.title:
             g.title = _title(plan, g)
         actions = {recommend(i)[0] for i in g.items} if g.action.startswith(CLASH) else set()
@@ -416,7 +409,7 @@ def _title(plan: Json, g: Group) -> str:
 
 
 __all__ = ["Group", "group_items", "id_list", "id_number", "id_ranges", "lines_at_stake",
-           "manual_title", "own_question", "pr_label", "recommend", "who_deleted"]
+           "manual_title", "own_question", "pr_label", "recommend", "shown_ids", "who_deleted"]
 
 
 def follow_hint(items: Sequence[Json], resolved: set[str], resolutions: dict[str, str]) -> str:

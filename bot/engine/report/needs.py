@@ -6,9 +6,10 @@ click; a proposal with no button names the command that commits it.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
+from bot.engine.generated import GENERATED, LOCKFILE, MANY, FileLevel, one_comment
 from bot.engine.manual import applies_as_is
 from bot.engine.report.groups import drops_fork, id_ranges, recommend
 from bot.engine.suggest import FORK_FILE, NEAR_TWINS_RULE
@@ -95,18 +96,27 @@ def _how(key: str, ids: list[str]) -> str:
     return ""
 
 
-def workload_rows(items: list[Json], one_click: Collection[str] | None = None
+def workload_rows(items: list[Json], one_click: Collection[str] | None = None,
+                  levels: Mapping[str, FileLevel] | None = None
                   ) -> list[tuple[str, list[str]]]:
     """The open items by what each needs of a person, most work first: the phrase with
     its count, and the items' ids (the table a hand-written sync PR keeps:
     "Decide: Q26 · Q37 · Q43").
 
     ``one_click`` is the ids whose posted thread has a suggestion button; only those are
-    said to take one click (None: no review posted, no button claimed).
+    said to take one click (None: no review posted, no button claimed). The regions of a
+    file answered together (``levels``: a lockfile, a generated file, a file with very
+    many regions) count as that file, on one row per kind.
     """
     needs: dict[str, list[str]] = {}
+    together: dict[str, dict[str, list[str]]] = {}  # kind → path → open region ids
+    levels = levels or {}
     for i in items:
         if i.get("kind") == "policy":
+            continue
+        if one_comment(levels, i):
+            level = levels[str(i["path"])]
+            together.setdefault(level.kind, {}).setdefault(level.path, []).append(str(i["id"]))
             continue
         need = _need(i)
         if need in _PROPOSED:
@@ -117,7 +127,34 @@ def workload_rows(items: list[Json], one_click: Collection[str] | None = None
         for key in (f"{base} click", f"{base} command") if base in _PROPOSED else (base,):
             if key in needs:
                 rows.append((_phrase(key, text, needs[key]), needs[key]))
+        if base == "add/add":  # whole files before hunks
+            rows += [_level_row(kind, together[kind], levels)
+                     for kind in (LOCKFILE, GENERATED, MANY) if kind in together]
     return rows
+
+
+def _level_row(kind: str, files: dict[str, list[str]], levels: Mapping[str, FileLevel]
+               ) -> tuple[str, list[str]]:
+    """``1 lockfile with 11 conflict regions: regenerate it, `/sync resolve Cargo.lock
+    theirs` then `cargo update --workspace``` (several files: the command's shape)."""
+    ids = [i for found in files.values() for i in found]
+    n, k = len(ids), len(files)
+    regions = f"{n:,} conflict region{'s' if n != 1 else ''}"
+    what = {LOCKFILE: "lockfile", GENERATED: "generated file", MANY: "file"}[kind]
+    head = f"{k} {what}{'s' if k != 1 else ''} with {regions}"
+    if kind == MANY:
+        return (f"{head}, too many for a thread each: one comment on "
+                f"{'the' if k == 1 else 'each'} file; `/sync resolve <path> ours` (or "
+                "`theirs`) for a whole file, or resolve them by hand", ids)
+    if k == 1:
+        (path,) = files
+        level = levels[path]
+        then = f"`{level.command}`" if level.command else \
+            f"`{level.tool}`" if level.tool else "the tool that made it"
+        return (f"{head}: regenerate it, `/sync resolve {path} theirs` then {then}", ids)
+    then = "its package manager" if kind == LOCKFILE else "the tool that made it"
+    return (f"{head}: regenerate each, `/sync resolve <path> theirs` then {then} (each "
+            "file's comment names it)", ids)
 
 
 def _phrase(key: str, text: str, ids: list[str]) -> str:
@@ -135,10 +172,11 @@ def _phrase(key: str, text: str, ids: list[str]) -> str:
     return phrase
 
 
-def workload(items: list[Json], one_click: Collection[str] | None = None) -> str:
+def workload(items: list[Json], one_click: Collection[str] | None = None,
+             levels: Mapping[str, FileLevel] | None = None) -> str:
     """The open items counted by what each needs of a person: the size of the job, at a
     glance, the way a hand-written sync PR says "3 genuine decisions + 6 to confirm"."""
-    return " · ".join(need for need, _ in workload_rows(items, one_click))
+    return " · ".join(need for need, _ in workload_rows(items, one_click, levels))
 
 
 __all__ = ["workload", "workload_rows"]
