@@ -16,7 +16,22 @@ import pytest
 from bot.engine.rerere import has_markers, parse_regions
 from tests import test_e2e
 from tests.sim import fixtures as sim_fixtures
-from tests.test_e2e import FORK, TWIN_CHANGE, UPSTREAM, A, B, D, E, M, N, World, edit, table
+from tests.test_e2e import (
+    FORK,
+    LOCK_CHANGE,
+    TWIN_CHANGE,
+    UPSTREAM,
+    A,
+    B,
+    D,
+    E,
+    M,
+    N,
+    World,
+    edit,
+    markers,
+    table,
+)
 
 # The fixtures of tests/test_e2e.py, used here as they are.
 github_sim = sim_fixtures.github_sim
@@ -205,4 +220,57 @@ async def test_theirs_takes_upstreams_version_of_a_manual_file_the_fork_never_ch
     run = world.check(pr.head_sha)
     assert "no other open decisions" in run.title, run.title
     assert q_m not in run.summary and q_n not in run.summary
+    world.assert_clean()
+
+
+@pytest.mark.parametrize("world", [{"lockfile": True}], indirect=True)
+async def test_a_lockfile_gets_one_comment_and_one_command_resolves_it(world: World) -> None:
+    sim = world.sim
+    pr = await world.open_sync(extra=LOCK_CHANGE)
+    commit1 = pr.head_sha
+    regions = parse_regions(world.file_at(commit1, "Cargo.lock"))
+    assert len(regions) == 2
+    # ONE comment for the lockfile, on the file, with no suggestion; A and B keep theirs.
+    comments = sim.review_comments(FORK, pr.number)
+    (lock,) = [c for c in comments if c.path == "Cargo.lock"]
+    assert lock.subject_type == "file" and "```suggestion" not in lock.body
+    ids = re.match(r"\*\*(Q\d+)–(Q\d+) · `Cargo\.lock`: a Cargo lockfile with 2 conflict "
+                   r"regions: regenerate it\*\*", lock.body)
+    assert ids, lock.body
+    assert "`/sync resolve Cargo.lock theirs`" in lock.body
+    assert "run `cargo update --workspace`" in lock.body
+    assert sorted(c.path for c in comments) == ["Cargo.lock", A, B, B]
+    (review,) = [r for r in sim.reviews(FORK, pr.number) if "forksync:review" in r.body]
+    assert "1 for the whole of a file whose 2 conflict regions" in review.body
+    # The body: one row, one group with the one command; the check counts every region.
+    first, last = ids.groups()
+    assert (f"| 1 lockfile with 2 conflict regions: regenerate it, `/sync resolve Cargo.lock "
+            f"theirs` then `cargo update --workspace` | {first}–{last} |") in pr.body
+    assert "2 of 3 conflict hunks have a one-click suggestion" in pr.body
+    run = world.check(commit1)
+    assert run.conclusion == "failure" and run.title.startswith(
+        "5 conflict regions still open"), run.title
+    assert sum(1 for a in markers(run) if a["path"] == "Cargo.lock") == 1
+
+    # The one command takes upstream's side of both regions: the file is upstream's.
+    asked = await sim.comment(FORK, pr.number, "vera", "/sync resolve Cargo.lock theirs")
+    await world.idle()
+    assert reactions(world, asked) == ["eyes"], world.bot.log_tail()
+    assert "Resolved 2 conflict regions in `Cargo.lock` with **theirs**" in \
+        replies(world, pr.number)[-1].body
+    pr = world.sync_pr()
+    assert world.file_at(pr.head_sha, "Cargo.lock") == LOCK_CHANGE["Cargo.lock"]
+    assert "- [x] `Cargo.lock`" in pr.body
+    run = world.check(pr.head_sha)
+    assert run.conclusion == "failure" and run.title.startswith(
+        "3 conflict regions still open"), run.title
+    assert not [a for a in markers(run) if a["path"] == "Cargo.lock"]
+    assert not [r for r in sim.reviews(FORK, pr.number) if "forksync:follow" in r.body]
+
+    # The rest, and the check passes.
+    asked = await sim.comment(FORK, pr.number, "vera",
+                              f"/sync resolve {A} ours\n/sync resolve {B} ours")
+    await world.idle()
+    pr = world.sync_pr()
+    assert world.check(pr.head_sha).conclusion == "success", world.check(pr.head_sha).title
     world.assert_clean()
