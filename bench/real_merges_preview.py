@@ -33,8 +33,8 @@ if str(ROOT) not in sys.path:
 from bench.replay_suggestions import MERGES, find_clone, read_merges  # noqa: E402
 
 CONFIG = "upstream: {repo: upstream/project, branch: main}\n"
-_THREADS = re.compile(r"^threads: (\d+) of (\d+) items carried .*?\((\d+) with a one-click",
-                      re.M)
+_THREADS = re.compile(r"^threads: (\d+) of (\d+) items carried .*?\((\d+) with a one-click"
+                      r".*?: (\d+) threads", re.M)
 
 
 def git(*args: str) -> str:
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                   args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "config.yml").write_text(CONFIG)
-    failed, totals, started = [], [0, 0, 0], time.perf_counter()
+    failed, totals, started = [], [0, 0, 0, 0], time.perf_counter()
     unsimulated = 0  # merges whose clone lacks objects of commit 1's tree
     unchecked = 0  # merges whose clone lacks an object the window needs
     for n, (set_name, repo, merge) in enumerate(chosen, 1):
@@ -102,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         done = subprocess.run(cmd + (["--simulate"] if args.simulate else []), cwd=ROOT,
                               capture_output=True, text=True)
         found = _THREADS.search(done.stdout)
-        carried, items, clicks = (int(x) for x in found.groups()) if found else (0, 0, 0)
-        totals = [totals[0] + items, totals[1] + carried, totals[2] + clicks]
+        carried, items, clicks, threads = (int(x) for x in found.groups()) if found \
+            else (0, 0, 0, 0)
+        totals = [totals[0] + items, totals[1] + carried, totals[2] + clicks,
+                  totals[3] + threads]
         problems = [ln for ln in done.stdout.splitlines() if ln.startswith("PROBLEM")]
         unsimulated += "simulator: not run" in done.stdout
         said = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
@@ -113,16 +115,17 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "ok" if done.returncode == 0 else "not checked: the clone lacks an object" \
             if lacking else f"{len(problems)} problem(s)" if problems else \
             f"exit {done.returncode}"
-        print(f"{set_name:8} {repo:38} {merge[:10]}  items {items:3}, threads {carried:3}, "
-              f"one-click {clicks:3}  {verdict}", flush=True)
+        print(f"{set_name:8} {repo:38} {merge[:10]}  items {items:3}, carried {carried:3}, "
+              f"threads {threads:3}, one-click {clicks:3}  {verdict}", flush=True)
         for line in problems or (said[-1:] if done.returncode else []):
             print(f"    {line[-500:]}")
         if lacking:
             unchecked += 1
         elif done.returncode:
             failed.append((repo, merge))
-    print(f"{len(chosen)} merges, {totals[0]} review items, {totals[1]} threads, "
-          f"{totals[2]} one-click suggestions checked; {len(failed)} merge(s) with a problem, "
+    print(f"{len(chosen)} merges, {totals[0]} review items, {totals[1]} carried on "
+          f"{totals[3]} threads, {totals[2]} one-click suggestions checked; "
+          f"{len(failed)} merge(s) with a problem, "
           f"{unchecked} not checked (the clone lacks an object); "
           f"{time.perf_counter() - started:.0f} s"
           + (f"; not simulated: {unsimulated} (their clones lack objects of commit 1's tree)"

@@ -7,7 +7,11 @@ regex, not with the code under test):
 
 * every review comment lies inside ONE hunk of the diff of commit 1 against the fork
   branch (a multi-line one from ``start_line`` to ``line``), on the RIGHT side;
-* every file-level comment is on a path the diff has, with no line to take;
+* every file-level comment is on a path the diff has, with no line to take, or is the
+  one comment of a file whose regions are answered together (a lockfile, a generated
+  file, a file with more than 50 regions: ``bot.engine.generated``);
+* such a file has exactly one thread, which carries every one of its conflict regions
+  and no suggestion, and every file named like a lockfile is such a file;
 * every item with no thread is on a path the diff has no line of (a path it does not
   have at all, or one it shows without lines, whose file-level comment the write budget
   left out), and is in the review body;
@@ -46,10 +50,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot.engine.gate import annotation_batches, initial_remaining  # noqa: E402
+from bot.engine.generated import LOCKFILES, file_levels  # noqa: E402
 from bot.engine.preview import build_preview  # noqa: E402
 from bot.engine.review import local_diff, write_budget  # noqa: E402
 
 LIMIT = 65_536
+# The ids a comment's items are headed with: "**Q7 · Decide**", "**Q3–Q13 · `Cargo.lock`…".
+_CARRIED = re.compile(r"^\*\*(Q\d+(?:(?:–|, )Q\d+)*) ·", re.M)
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 _FILE = re.compile(r"^diff --git a/(.*) b/(.*)$")
 
@@ -106,6 +113,39 @@ def suggestion_problems(review: dict, plan: dict, fork_git: str) -> tuple[int, l
         if shown not in (proposal, proposal + "\n"):  # a last line without its newline
             problems.append(f"the suggestion on {where} is not {item['id']}'s proposal")
     return found, problems
+
+
+def carried_ids(body: str) -> list[str]:
+    """Every id a comment carries, its ranges (``Q3–Q13``) spelled out."""
+    out = []
+    for m in _CARRIED.finditer(body):
+        for part in m.group(1).split(", "):
+            low, _, high = part.partition("–")
+            out += [f"Q{n}" for n in range(int(low[1:]), int((high or low)[1:]) + 1)]
+    return out
+
+
+def one_comment_problems(plan: dict, review: dict, files: list) -> list[str]:
+    """A file answered together has ONE thread, with all its regions and no suggestion;
+    every conflicted file named like a lockfile is one."""
+    levels = file_levels(plan)
+    problems = []
+    comments = [*review.get("comments", []), *files]
+    for path, level in levels.items():
+        on = [c for c in comments if c["path"] == path
+              and set(carried_ids(c["body"])) & set(level.ids)]
+        if len(on) != 1:
+            problems.append(f"{path}: {len(on)} threads carry its regions, not one")
+            continue
+        if not set(level.ids) <= set(carried_ids(on[0]["body"])):
+            problems.append(f"{path}: its one comment leaves out some of its regions")
+        if _SUGGESTION.search(on[0]["body"]):
+            problems.append(f"{path}: its one comment carries a suggestion")
+    for f in plan["files"]:
+        if (f["path"].rsplit("/", 1)[-1] in LOCKFILES and f["path"] not in levels
+                and any(i["kind"] == "conflict" for i in f["review_items"])):
+            problems.append(f"{f['path']}: a lockfile with a thread per region")
+    return problems
 
 
 def balanced(text: str) -> bool:
@@ -214,17 +254,19 @@ def main() -> int:
 
     problems: list[str] = []
     carried: dict[str, str] = {}
+    levels = file_levels(plan)
     for c in review.get("comments", []):
         start = c.get("start_line", c["line"])
         if c["side"] != "RIGHT" or not any(a <= start and c["line"] <= b
                                            for a, b in hunks.get(c["path"], [])):
             problems.append(f"comment on {c['path']} L{start}-{c['line']} is not in one hunk")
         kind = "region" if "start_line" in c else "line"
-        carried.update(dict.fromkeys(re.findall(r"^\*\*(Q\d+) ·", c["body"], re.M), kind))
+        carried.update(dict.fromkeys(carried_ids(c["body"]), kind))
     for c in files:
-        if c["path"] not in hunks or hunks[c["path"]]:
+        if c["path"] not in hunks or (hunks[c["path"]] and c["path"] not in levels):
             problems.append(f"file-level comment on {c['path']}: not a path without lines")
-        carried.update(dict.fromkeys(re.findall(r"^\*\*(Q\d+) ·", c["body"], re.M), "file"))
+        carried.update(dict.fromkeys(carried_ids(c["body"]), "file"))
+    problems += one_comment_problems(plan, review, files)
     items = [i for f in plan["files"] for i in f["review_items"]]
     orphans = [i for i in items if i["id"] not in carried]
     for i in orphans:
@@ -268,7 +310,11 @@ def main() -> int:
     print(f"threads: {len(carried)} of {len(items)} items carried — {by.get('region', 0)} on a "
           f"whole region ({clicks} with a one-click suggestion), {by.get('line', 0)} on one "
           f"line, {by.get('file', 0)} file-level; {len(review.get('comments', []))} review "
-          f"comments, {len(files)} file comments")
+          f"comments, {len(files)} file comments: "
+          f"{len(review.get('comments', [])) + len(files)} threads"
+          + (f"; one comment each for {len(levels)} file(s) answered together ("
+             + ", ".join(f"{p}: {lv.kind}, {lv.regions} regions" for p, lv in levels.items())
+             + ")" if levels else ""))
     for i in orphans:
         print(f"  no thread: {i['id']} {i['kind']} {i['path']} (not in the PR diff)")
     print(f"longest body: {max(len(t) for t in bodies):,} characters (limit {LIMIT:,})")
