@@ -264,6 +264,10 @@ def test_each_such_file_gets_one_thread_with_no_suggestion_and_the_counts_agree(
     # The counts: threads, one click (the ordinary conflict only), the body's claim.
     s = d.summary()
     assert s["threads"] == len(d.threads) == 4 and s["items"] == len(plan_items(plan))
+    n = sum(len(items[p]) for p in ("Cargo.lock", "vime/proto/msg_pb2.py", "vime/grid.py"))
+    assert f"- 3 for whole files, one each, whose {n} conflict regions are answered " \
+        "together" in d.review["body"]
+    assert "- 1 with a one-click suggestion" in d.review["body"]
     assert d.one_click() == [items["vime/small.py"][0]["id"]] == s["one_click"]
     body = pr_section(plan, {"delivery": s, "unanchored": d.unplaced()})
     assert "1 of 1 conflict hunk has a one-click suggestion" in body

@@ -212,10 +212,10 @@ def review_body(delivery: Delivery) -> str:
                       "conflict region (**Commit suggestion** resolves it)")
     if whole:
         n = sum(1 for t in whole for i in t.ids if one_comment(levels, delivery.items[i]))
-        counts.append(f"- {len(whole)} for the whole of a file whose {n:,} conflict regions "
-                      f"are answered together (a lockfile, a generated file, or more than "
-                      f"{MANY_REGIONS} regions): each says what the file is and the one "
-                      "command that resolves it")
+        which = "the whole of a file" if len(whole) == 1 else "whole files, one each,"
+        counts.append(f"- {len(whole)} for {which} whose {n:,} conflict regions are answered "
+                      f"together (a lockfile, a generated file, or more than {MANY_REGIONS} "
+                      "regions): each says what the file is and the commands that resolve it")
     plain = s["comments"] - s["suggestions"] - sum(1 for t in whole if t.where is not Where.FILE)
     if plain:
         counts.append(f"- {plain} without one: answer with the command each comment names")
