@@ -24,6 +24,7 @@ from typing import Any
 from bot.engine.config import Flag
 from bot.engine.model import ItemKind, ReviewItem, Tier
 from bot.engine.spelling import Uses, option_key
+from bot.engine.text import number_runs
 
 SHOWN = 3  # flagged lines (or options) a sentence quotes; the item's ``theirs`` has them all
 FLAG_CHOICES = ("keep", "adapt", "drop")  # the answers a flag question offers
@@ -118,16 +119,7 @@ def add_flag_items(items: list[ReviewItem], path: str, upstream_path: str,
 
 def line_list(numbers: list[int]) -> str:
     """``L154 and L167–170``: line numbers as runs."""
-    nums = sorted(set(numbers))
-    runs: list[str] = []
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        runs.append(f"L{nums[i]}" if i == j else f"L{nums[i]}–{nums[j]}")
-        i = j + 1
-    return _and(runs)
+    return _and([f"L{a}" if a == b else f"L{a}–{b}" for a, b in number_runs(numbers)])
 
 
 def _code(text: str) -> str:

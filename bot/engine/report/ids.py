@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from bot.engine.text import number_runs
+
 
 def id_number(item_id: str) -> int:
     m = re.search(r"\d+", item_id)
@@ -24,16 +26,8 @@ def shown_ids(ids: Sequence[str], most: int = 3) -> str:
 
 def id_ranges(ids: Iterable[str]) -> str:
     """``Q1,Q3-Q5``: the ids as runs of consecutive numbers, which the command parser takes."""
-    numbers = sorted({id_number(i) for i in ids})
-    runs: list[str] = []
-    i = 0
-    while i < len(numbers):
-        j = i
-        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
-            j += 1
-        runs.append(f"Q{numbers[i]}" if i == j else f"Q{numbers[i]}-Q{numbers[j]}")
-        i = j + 1
-    return ",".join(runs)
+    return ",".join(f"Q{a}" if a == b else f"Q{a}-Q{b}"
+                    for a, b in number_runs(id_number(i) for i in ids))
 
 
 __all__ = ["id_list", "id_number", "id_ranges", "shown_ids"]
